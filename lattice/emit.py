@@ -1,0 +1,226 @@
+"""Emit the SQL of every propagate step (paper 001, Sections 4.1 and 4.2).
+
+Queries are built in sqlglot's neutral dialect over *named relations* that the executor registers
+(Spark temp views, or DuckDB views over Parquet):
+
+    __ns_ins_<t>, __ns_del_<t>   the batch's inserted / deleted rows of table t (full row images)
+    __ns_old_<t>                 table t at the state before the batch
+    __ns_new_<t>                 dimension t after the batch (old - deleted + inserted)
+    __ns_lost_<view>             keys of the groups of <view> that lost rows (MIN/MAX recompute)
+
+and aliased with the base table names, so the view's qualified expressions drop in unchanged.
+`to_dialect()` transpiles the result for the engine that runs it.
+"""
+
+from __future__ import annotations
+
+import sqlglot
+
+from lattice.ir import Argument, StoredAggregate, View
+
+SIGN = "_ns_sign"
+LOST = "_ns_lost"
+
+
+def q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def rel(kind: str, table: str) -> str:
+    return f"__ns_{kind}_{table}"
+
+
+def to_dialect(sql: str, dialect: str) -> str:
+    return sqlglot.transpile(sql, write=dialect)[0]
+
+
+# ------------------------------------------------------------------ prepare-changes (4.1.1)
+
+
+def _join_clause(view: View, source_of: dict[str, str]) -> str:
+    """FROM <fact source> AS fact JOIN <dim source> AS dim ON fk = key ... (aliases = base names)."""
+    parts = [f"{source_of[view.fact]} AS {q(view.fact)}"]
+    for j in view.joins:
+        cond = " AND ".join(
+            f"{q(j.child)}.{q(c)} = {q(j.parent)}.{q(p)}" for c, p in zip(j.child_columns, j.parent_columns)
+        )
+        parts.append(f"JOIN {source_of[j.parent]} AS {q(j.parent)} ON {cond}")
+    return "\n  ".join(parts)
+
+
+def _signed(table: str) -> str:
+    """The change set of one table as signed rows: +1 per inserted, -1 per deleted row image."""
+    return (
+        f"(SELECT *, 1 AS {SIGN} FROM {rel('ins', table)} "
+        f"UNION ALL SELECT *, -1 AS {SIGN} FROM {rel('del', table)})"
+    )
+
+
+def _unsigned(relation: str) -> str:
+    return f"(SELECT *, 1 AS {SIGN} FROM {relation})"
+
+
+def _source_terms(view: View, changed: frozenset[str]) -> list[tuple[dict[str, str], str]]:
+    """The terms of Δ(F ⋈ D1 ⋈ ... ⋈ Dn) (4.1.4): ΔF⋈D1'⋈..⋈Dn' + Σ_j F⋈D1..D(j-1)⋈ΔDj⋈D(j+1)'..Dn'.
+
+    A primed dimension is its state after the batch, an unprimed one before. Each term's rows carry
+    the sign of the one delta relation in it (returned with the term), so no change counts twice.
+    The fact term is always present (an empty change set gives an empty, typed summary-delta).
+    """
+    src = {view.fact: _signed(view.fact)}
+    src.update({d: rel("new", d) for d in view.dimensions})
+    terms = [(src, view.fact)]
+    for j, dim in enumerate(view.dimensions):
+        if dim not in changed:
+            continue
+        src = {view.fact: _unsigned(rel("old", view.fact))}
+        for k, other in enumerate(view.dimensions):
+            src[other] = rel("old", other) if k < j else rel("new", other)
+        src[dim] = _signed(dim)
+        terms.append((src, dim))
+    return terms
+
+
+def prepare_changes(view: View, changed: frozenset[str]) -> str:
+    """prepare-insertions UNION ALL prepare-deletions, with the aggregate sources of Table 2.
+
+    COUNT(*) -> sign; COUNT(e) -> CASE WHEN e IS NULL THEN 0 ELSE sign END; SUM(e) -> sign * e;
+    MIN/MAX(e) -> e of inserted rows only (deleted extremes are handled by the recompute).
+    """
+    selects = []
+    for term, signer in _source_terms(view, changed):
+        sign = f"{q(signer)}.{q(SIGN)}"
+        cols = [f"{q(k.ref.table)}.{q(k.ref.column)} AS {q(k.name)}" for k in view.keys]
+        cols.append(f"{sign} AS {q('_src_count')}")
+        for a in view.arguments:
+            cols.append(f"CASE WHEN ({a.sql}) IS NULL THEN 0 ELSE {sign} END AS {q(f'_src_cnt_{a.index}')}")
+            if view.stored_of("sum", a.index):
+                cols.append(f"{sign} * ({a.sql}) AS {q(f'_src_sum_{a.index}')}")
+            for kind in ("min", "max"):
+                if view.stored_of(kind, a.index):
+                    cols.append(f"CASE WHEN {sign} > 0 THEN ({a.sql}) END AS {q(f'_src_{kind}_{a.index}')}")
+        cols.append(f"CASE WHEN {sign} < 0 THEN 1 ELSE 0 END AS {q('_src_lost')}")
+        where = f"\nWHERE {view.where}" if view.where else ""
+        selects.append(f"SELECT {', '.join(cols)}\nFROM {_join_clause(view, term)}{where}")
+    return "\nUNION ALL\n".join(selects)
+
+
+# ------------------------------------------------------------------ summary-delta (4.1.2)
+
+
+def _agg_of(s: StoredAggregate) -> str:
+    if s.kind == "count_star":
+        return f"SUM({q('_src_count')})"
+    src = q(f"_src_{'cnt' if s.kind == 'count' else s.kind}_{s.arg}")
+    return {"count": f"SUM({src})", "sum": f"SUM({src})", "min": f"MIN({src})", "max": f"MAX({src})"}[s.kind]
+
+
+def summary_delta(view: View, changed: frozenset[str]) -> str:
+    """sd_<view>: the prepare-changes rows aggregated by the view's group-by columns, typed like the
+    summary table, plus _ns_lost = 1 for groups that lost rows (their MIN/MAX must be recomputed)."""
+    keys = ", ".join(q(k.name) for k in view.keys)
+    cols = [f"CAST({q(k.name)} AS {k.type}) AS {q(k.name)}" for k in view.keys]
+    for s in view.stored:
+        cols.append(f"CAST({_agg_of(s)} AS {s.type}) AS {q(s.column)}")
+    cols.append(f"CAST(MAX({q('_src_lost')}) AS INT) AS {q(LOST)}")
+    group = f"\nGROUP BY {keys}" if view.keys else ""
+    return f"SELECT {', '.join(cols)}\nFROM (\n{prepare_changes(view, changed)}\n) AS {q('pc')}{group}"
+
+
+def materialize(view: View) -> str:
+    """The summary table from the base tables alone: the summary-delta of inserting every base row."""
+    keys = ", ".join(q(k.name) for k in view.keys)
+    src = {view.fact: _unsigned(rel("old", view.fact))}
+    src.update({d: rel("old", d) for d in view.dimensions})
+    cols = [f"CAST({q(k.ref.table)}.{q(k.ref.column)} AS {k.type}) AS {q(k.name)}" for k in view.keys]
+    for s in view.stored:
+        cols.append(f"CAST({_base_agg(view, s)} AS {s.type}) AS {q(s.column)}")
+    where = f"\nWHERE {view.where}" if view.where else ""
+    group = f"\nGROUP BY {', '.join(f'{q(k.ref.table)}.{q(k.ref.column)}' for k in view.keys)}" if keys else ""
+    return f"SELECT {', '.join(cols)}\nFROM {_join_clause(view, src)}{where}{group}"
+
+
+def _base_agg(view: View, s: StoredAggregate) -> str:
+    if s.kind == "count_star":
+        return "COUNT(*)"
+    arg = next(a for a in view.arguments if a.index == s.arg)
+    return {"count": f"COUNT({arg.sql})", "sum": f"SUM({arg.sql})", "min": f"MIN({arg.sql})", "max": f"MAX({arg.sql})"}[
+        s.kind
+    ]
+
+
+# ------------------------------------------------------------------ MIN/MAX recompute (Figure 8)
+
+
+def minmax_recompute(view: View, arg: Argument, changed: frozenset[str]) -> str:
+    """Exact MIN and MAX of `arg` after the batch, for the groups in __ns_lost_<view> only.
+
+    F'⋈D' = F⋈D' - del⋈D' + ins⋈D' as bags: per (group, value) the net multiplicity is summed
+    over old rows (+1), deleted rows (-1) and inserted rows (+1); values with a positive net count
+    survive. This runs in propagate, outside the window, so refresh never scans base data.
+    """
+    lost = rel("lost", view.name)
+    new_dims = {d: rel("new", d) for d in view.dimensions}
+    old_rows = {view.fact: _unsigned(rel("old", view.fact)), **new_dims}
+    terms = [old_rows]
+    if view.fact in changed:
+        terms.append({view.fact: _signed(view.fact), **new_dims})
+    on = " AND ".join(f"{q(k.ref.table)}.{q(k.ref.column)} IS NOT DISTINCT FROM {q('l')}.{q(k.name)}" for k in view.keys)
+    selects = []
+    for term in terms:
+        where = f" AND ({view.where})" if view.where else ""
+        keys = ", ".join(f"{q(k.ref.table)}.{q(k.ref.column)} AS {q(k.name)}" for k in view.keys)
+        join_lost = f"\n  JOIN {lost} AS {q('l')} ON {on}" if view.keys else f"\n  CROSS JOIN {lost} AS {q('l')}"
+        selects.append(
+            f"SELECT {keys + ', ' if keys else ''}({arg.sql}) AS {q('_v')}, {q(view.fact)}.{q(SIGN)} AS {q('_n')}\n"
+            f"FROM {_join_clause(view, term)}{join_lost}\nWHERE ({arg.sql}) IS NOT NULL{where}"
+        )
+    key_list = ", ".join(q(k.name) for k in view.keys)
+    inner_group = f"{key_list}, {q('_v')}" if key_list else q("_v")
+    outer = [f"CAST(MIN({q('_v')}) AS {arg.type}) AS {q(f'_x_min_{arg.index}')}",
+             f"CAST(MAX({q('_v')}) AS {arg.type}) AS {q(f'_x_max_{arg.index}')}"]
+    group = f"\nGROUP BY {key_list}" if key_list else ""
+    return (
+        f"SELECT {key_list + ', ' if key_list else ''}{', '.join(outer)}\nFROM (\n"
+        f"SELECT {inner_group}, SUM({q('_n')}) AS {q('_n')} FROM (\n" + "\nUNION ALL\n".join(selects)
+        + f"\n) AS {q('r')}\nGROUP BY {inner_group}\nHAVING SUM({q('_n')}) > 0\n) AS {q('s')}{group}"
+    )
+
+
+def lost_groups(view: View) -> str:
+    keys = ", ".join(q(k.name) for k in view.keys) or "1 AS _one"
+    return f"SELECT DISTINCT {keys} FROM {rel('sd', view.name)} WHERE {q(LOST)} = 1"
+
+
+def minmax_arguments(view: View) -> tuple[Argument, ...]:
+    return tuple(a for a in view.arguments if view.stored_of("min", a.index) or view.stored_of("max", a.index))
+
+
+def with_exact_minmax(view: View) -> str:
+    """Replace the MIN/MAX of lost groups in the summary-delta by their recomputed exact values
+    (one __ns_exact_<view>_<i> relation per MIN/MAX argument i)."""
+    sd = q("sd")
+    cols = [f"{sd}.{q(k.name)}" for k in view.keys]
+    for s in view.stored:
+        if s.kind in ("min", "max"):
+            x = q(f"x{s.arg}")
+            cols.append(
+                f"CASE WHEN {sd}.{q(LOST)} = 1 THEN {x}.{q(f'_x_{s.kind}_{s.arg}')} ELSE {sd}.{q(s.column)} END AS {q(s.column)}"
+            )
+        else:
+            cols.append(f"{sd}.{q(s.column)}")
+    cols.append(f"{sd}.{q(LOST)}")
+    joins = []
+    for a in minmax_arguments(view):
+        x = q(f"x{a.index}")
+        on = " AND ".join(f"{sd}.{q(k.name)} IS NOT DISTINCT FROM {x}.{q(k.name)}" for k in view.keys) or "1 = 1"
+        joins.append(f"LEFT JOIN {rel('exact', f'{view.name}_{a.index}')} AS {x} ON {on}")
+    return f"SELECT {', '.join(cols)}\nFROM {rel('sd', view.name)} AS {sd}\n" + "\n".join(joins)
+
+
+# ------------------------------------------------------------------ the oracle
+
+
+def recompute(view: View) -> str:
+    """The view's own SELECT, as the user wrote it: the recompute oracle runs it over the base tables."""
+    return view.sql

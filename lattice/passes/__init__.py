@@ -1,0 +1,1 @@
+"""One module per pass; lattice/compile.py lists them in order."""

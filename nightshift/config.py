@@ -1,0 +1,102 @@
+"""A nightshift project folder: nightshift.toml, sql/schema.sql, sql/summaries/*.sql, lake/."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from lattice import compile_project
+from lattice.errors import ConfigError
+from lattice.ir import FunctionalDependency, Plan
+
+_FD = re.compile(r"^\s*([A-Za-z_][\w, ]*?)\s*->\s*([A-Za-z_][\w, ]*?)\s*$")
+
+
+@dataclass(frozen=True)
+class Window:
+    opens: str = "01:00"
+    closes: str = "05:00"
+    timezone: str = "UTC"
+
+
+@dataclass(frozen=True)
+class Project:
+    root: Path
+    lake: Path
+    warehouse_url: str
+    spark_master: str
+    window: Window
+    dependencies: tuple[FunctionalDependency, ...]
+    settings: dict
+
+    @property
+    def name(self) -> str:
+        return self.settings.get("project", {}).get("name") or self.root.name
+
+    @cached_property
+    def plan(self) -> Plan:
+        schema_file = self.root / "sql" / "schema.sql"
+        if not schema_file.is_file():
+            raise ConfigError(f"{schema_file}: missing (a project needs sql/schema.sql)")
+        summaries = sorted((self.root / "sql" / "summaries").glob("*.sql"))
+        if not summaries:
+            raise ConfigError(f"{self.root / 'sql' / 'summaries'}: no summary views (*.sql) found")
+        files = {str(p.relative_to(self.root)): p.read_text() for p in summaries}
+        return compile_project(schema_file.read_text(), files, self.dependencies, "sql/schema.sql")
+
+
+def load_project(root: str | Path) -> Project:
+    root = Path(root).resolve()
+    toml_file = root / "nightshift.toml"
+    if not toml_file.is_file():
+        raise ConfigError(f"{toml_file}: not found (is {root} a nightshift project? create one with `nightshift init DIR`)")
+    try:
+        data = tomllib.loads(toml_file.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{toml_file}: malformed TOML: {e}") from None
+    for section in ("lake", "warehouse", "spark", "window", "dependencies"):
+        if section in data and not isinstance(data[section], dict):
+            raise ConfigError(f"{toml_file}: [{section}] must be a table")
+    lake = Path(_str(data, "lake", "path", "lake", toml_file))
+    url = _str(data, "warehouse", "url", "duckdb:///warehouse.duckdb", toml_file)
+    if "://" not in url:
+        raise ConfigError(f"{toml_file}: [warehouse] url {url!r} is not a SQLAlchemy URL (e.g. duckdb:///warehouse.duckdb)")
+    window = data.get("window", {})
+    return Project(
+        root=root,
+        lake=lake if lake.is_absolute() else root / lake,
+        warehouse_url=url,
+        spark_master=_str(data, "spark", "master", "local[2]", toml_file),
+        window=Window(
+            opens=str(window.get("opens", "01:00")),
+            closes=str(window.get("closes", "05:00")),
+            timezone=str(window.get("timezone", "UTC")),
+        ),
+        dependencies=_dependencies(data.get("dependencies", {}), toml_file),
+        settings=data,
+    )
+
+
+def _str(data: dict, section: str, key: str, default: str, file: Path) -> str:
+    value = data.get(section, {}).get(key, default)
+    if not isinstance(value, str):
+        raise ConfigError(f"{file}: [{section}] {key} must be a string, got {value!r}")
+    return value
+
+
+def _dependencies(section: dict, file: Path) -> tuple[FunctionalDependency, ...]:
+    out = []
+    for table, fds in section.items():
+        if not isinstance(fds, list):
+            raise ConfigError(f"{file}: [dependencies] {table} must be a list like [\"city -> region\"]")
+        for fd in fds:
+            m = _FD.match(str(fd))
+            if not m:
+                raise ConfigError(f"{file}: [dependencies] {table}: {fd!r} is not of the form \"a -> b\"")
+            lhs = tuple(c.strip() for c in m.group(1).split(",") if c.strip())
+            rhs = tuple(c.strip() for c in m.group(2).split(",") if c.strip())
+            out.append(FunctionalDependency(table, lhs, rhs))
+    return tuple(out)

@@ -1,0 +1,192 @@
+"""The nightly cycle of one batch: propagate -> refresh (one transaction) -> apply-base.
+
+Each step checks where the project is before doing anything, so every step is idempotent and a
+rerun after a crash at any point converges on the state of a clean run:
+
+    pending     batch not in the ledger, not in the base     propagate, refresh, apply-base
+    refreshed   batch in the ledger, not yet in the base      apply-base only
+    done        batch in the ledger and in the base           nothing
+
+Batches apply strictly in id order; anything else is refused with a BatchOrderError.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Callable
+
+from lattice.errors import BatchOrderError, WarehouseError
+from nightshift.config import Project
+from nightshift.lake import Lake, LakeState, check_batch_id
+from warehouse.store import Warehouse
+
+
+def stderr_progress(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class StepResult:
+    step: str
+    batch: str | None
+    skipped: str | None = None  # why nothing was done
+    seconds: float = 0.0
+    details: dict = field(default_factory=dict)
+
+
+class Cycle:
+    def __init__(self, project: Project, spark=None, progress: Callable[[str], None] = stderr_progress):
+        self.project = project
+        self.plan = project.plan
+        self.lake = Lake(project.lake)
+        self.warehouse = Warehouse(project.warehouse_url, project.root)
+        self._spark = spark
+        self.progress = progress
+        self._batch_info = None
+
+    @cached_property
+    def spark(self):
+        if self._spark is not None:
+            return self._spark
+        from spark_jobs.session import get_spark
+
+        self.progress(f"starting Spark ({self.project.spark_master})")
+        return get_spark(self.project.spark_master, f"nightshift:{self.project.name}")
+
+    # ---------------------------------------------------------------- where are we
+    def status(self, batch: str) -> str:
+        """pending | refreshed | done, after checking the batch's order against lake and ledger."""
+        check_batch_id(batch)
+        state = self.lake.state()
+        ledger = self.warehouse.ledger()
+        in_ledger = any(r.batch_id == batch and r.kind == "batch" for r in ledger)
+        if batch in state.applied:
+            return "done"
+        if in_ledger:
+            return "refreshed"
+        position = ledger[-1].position if ledger else None
+        if ledger and position != (state.last or ""):
+            if position and position not in state.applied:
+                raise BatchOrderError(
+                    f"batch {position} is refreshed in the warehouse but not yet applied to the base; "
+                    f"run nightshift apply-base --batch {position} (or run --batch {position}) first"
+                )
+            raise BatchOrderError(
+                f"the warehouse reflects batch {position or '(none)'} but the lake is at {state.last or '(empty)'}; "
+                f"run nightshift materialize to rebuild the summary tables from the base"
+            )
+        if state.last is not None and batch < state.last:
+            raise BatchOrderError(
+                f"batch {batch} is out of order: batch {state.last} is already applied and batches apply in id order; "
+                f"fold {batch}'s changes into a new batch with an id after {state.last}"
+            )
+        self.lake.batch_files(batch, [t.name for t in self.plan.schema.tables])  # exists at all?
+        earlier = [b for b in self.lake.batch_ids() if b < batch and b not in state.applied and (state.last is None or b > state.last)]
+        if earlier:
+            raise BatchOrderError(f"batch {batch} is out of order: batch {earlier[0]} comes first and is not applied yet")
+        return "pending"
+
+    def _ensure_summary_tables(self) -> None:
+        """A project that starts empty gets empty summary tables; one with base data needs materialize."""
+        if self.warehouse.ledger():
+            return
+        state = self.lake.state()
+        if state.applied:
+            raise WarehouseError(
+                f"the warehouse at {self.project.warehouse_url} has no summary tables but the lake holds base data "
+                f"(through batch {state.last}); run nightshift materialize first"
+            )
+        self.warehouse.materialize(self.plan, {v.name: self.lake.root / "_none" for v in self.plan.views}, "", {"empty": True})
+
+    # ---------------------------------------------------------------- steps
+    def propagate(self, batch: str) -> StepResult:
+        t0 = time.perf_counter()
+        status = self.status(batch)
+        if status != "pending":
+            return StepResult("propagate", batch, skipped=f"batch {batch} is already {status}")
+        self._ensure_summary_tables()
+        from spark_jobs.propagate import propagate
+
+        state = self.lake.state()
+        manifest = propagate(self.spark, self.plan, self.lake, batch, state, self.progress)
+        from spark_jobs.changes import BatchInfo
+
+        self._batch_info = (batch, state, BatchInfo(batch, manifest["inserted"], manifest["deleted"]))
+        return StepResult("propagate", batch, seconds=time.perf_counter() - t0, details=manifest)
+
+    def refresh(self, batch: str) -> StepResult:
+        t0 = time.perf_counter()
+        status = self.status(batch)
+        if status != "pending":
+            return StepResult("refresh", batch, skipped=f"batch {batch} is already {status} (in the ledger)")
+        manifest = self.lake.read_manifest(batch)
+        state = self.lake.state()
+        if manifest is None:
+            raise WarehouseError(f"refresh {batch}: no summary-deltas for batch {batch}; run nightshift propagate --batch {batch} first")
+        if manifest["plan"] != self.plan.fingerprint or manifest["base_state"] != state.last:
+            raise WarehouseError(
+                f"refresh {batch}: the summary-deltas of batch {batch} are stale (computed for another plan or base state); "
+                f"rerun nightshift propagate --batch {batch}"
+            )
+        deltas = {}
+        for v in self.plan.views:
+            files = sorted(self.lake.delta_dir(batch, v.name).glob("*.parquet"))
+            if not files:
+                raise WarehouseError(f"refresh {batch}: summary-delta of {v.name} is missing; rerun nightshift propagate --batch {batch}")
+            deltas[v.name] = files
+        stats = self.warehouse.refresh(self.plan, batch, deltas, state.last or "", self.progress)
+        if stats is None:
+            return StepResult("refresh", batch, skipped=f"batch {batch} is already in the ledger")
+        return StepResult("refresh", batch, seconds=time.perf_counter() - t0, details=stats)
+
+    def apply_base(self, batch: str) -> StepResult:
+        t0 = time.perf_counter()
+        status = self.status(batch)
+        if status == "done":
+            return StepResult("apply-base", batch, skipped=f"batch {batch} is already applied to the base")
+        if status == "pending":
+            raise BatchOrderError(
+                f"apply-base {batch}: batch {batch} is not refreshed yet; the base must stay at the previous night "
+                f"until refresh commits (run nightshift refresh --batch {batch}, or run --batch {batch})"
+            )
+        from spark_jobs.apply_base import apply_base
+
+        state = self.lake.state()
+        info = None
+        if self._batch_info and self._batch_info[0] == batch and self._batch_info[1] == state:
+            info = self._batch_info[2]
+        details = apply_base(self.spark, self.plan, self.lake, batch, state, info, self.progress)
+        return StepResult("apply-base", batch, seconds=time.perf_counter() - t0, details=details)
+
+    def run(self, batch: str) -> list[StepResult]:
+        results = []
+        for step in (self.propagate, self.refresh, self.apply_base):
+            r = step(batch)
+            results.append(r)
+            if r.skipped:
+                self.progress(f"{r.step} {batch}: skipped: {r.skipped}")
+            else:
+                self.progress(f"{r.step} {batch}: done in {r.seconds:.2f}s")
+        return results
+
+    def materialize(self) -> StepResult:
+        t0 = time.perf_counter()
+        from spark_jobs.materialize import materialize
+
+        state = self.lake.state()
+        out = self.lake.root / "materialized"
+        views = materialize(self.spark, self.plan, self.lake, state, out, self.progress)
+        self.warehouse.materialize(self.plan, {v.name: out / v.name for v in self.plan.views}, state.last or "", views)
+        return StepResult("materialize", state.last, seconds=time.perf_counter() - t0, details=views)
+
+    def lake_state(self) -> LakeState:
+        return self.lake.state()
+
+    def close(self) -> None:
+        self.warehouse.dispose()
+
+
+__all__ = ["Cycle", "StepResult", "Lake"]

@@ -1,0 +1,180 @@
+"""`nightshift init DIR --example retail`: the retail project of paper 001 (Figure 1), with data.
+
+The data has Appendix A's shape (100 stores, 1000 items, dates over a year) and is deterministic
+for a seed. The first batch holds the initial load as inserts; each nightly batch mixes new sales
+for the next day, late sales for past days, deleted and corrected (delete + insert) sales, NULL
+quantities, a new store and new items, and an item moved to another category.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lattice.errors import ConfigError
+
+REPO_SQL = Path(__file__).resolve().parent.parent / "sql"
+START = dt.date(2025, 11, 1)
+REGIONS = ["north", "south", "east", "west", "central"]
+CATEGORIES = ["produce", "dairy", "bakery", "meat", "frozen", "snacks", "drinks", "household", "toys", "garden"]
+
+TOML = """\
+# nightshift project: the retail example of paper 001, Figure 1.
+[project]
+name = "{name}"
+
+[lake]
+path = "lake"
+
+[warehouse]
+# DuckDB file (embedded default); for PostgreSQL: postgresql+psycopg://user@host:5432/db
+url = "duckdb:///warehouse.duckdb"
+
+[spark]
+master = "local[2]"
+
+[window]
+opens = "01:00"
+closes = "05:00"
+timezone = "UTC"
+
+[dependencies]
+# functional dependencies beyond the keys (paper 001, 5.1)
+stores = ["city -> region"]
+"""
+
+SCHEMAS = {
+    "stores": pa.schema([("storeID", pa.int32()), ("city", pa.string()), ("region", pa.string()), ("_op", pa.string())]),
+    "items": pa.schema(
+        [("itemID", pa.int32()), ("name", pa.string()), ("category", pa.string()), ("cost", pa.decimal128(10, 2)), ("_op", pa.string())]
+    ),
+    "pos": pa.schema(
+        [("storeID", pa.int32()), ("itemID", pa.int32()), ("date", pa.date32()), ("qty", pa.int32()),
+         ("price", pa.decimal128(10, 2)), ("_op", pa.string())]
+    ),
+}
+
+
+def init_project(target: Path, example: str | None, rows: int, nights: int = 3, seed: int = 7) -> list[str]:
+    """Create a project folder; with example='retail' also its change batches. Returns batch ids."""
+    target = Path(target)
+    if (target / "nightshift.toml").exists():
+        raise ConfigError(f"{target / 'nightshift.toml'} already exists; choose an empty folder")
+    if example not in (None, "retail"):
+        raise ConfigError(f"unknown example {example!r} (available: retail)")
+    (target / "sql" / "summaries").mkdir(parents=True, exist_ok=True)
+    (target / "lake" / "changes").mkdir(parents=True, exist_ok=True)
+    (target / "nightshift.toml").write_text(TOML.format(name=target.resolve().name))
+    shutil.copy(REPO_SQL / "schema.sql", target / "sql" / "schema.sql")
+    for f in sorted((REPO_SQL / "summaries").glob("*.sql")):
+        shutil.copy(f, target / "sql" / "summaries" / f.name)
+    if example is None:
+        return []
+    return RetailGenerator(seed).write(target / "lake", rows, nights)
+
+
+def write_batch(lake: Path, table: str, batch: str, frame: pd.DataFrame, part: int = 0) -> Path:
+    d = lake / "changes" / table / f"batch_id={batch}"
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / f"part-{part:05d}.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, schema=SCHEMAS[table], preserve_index=False), path)
+    return path
+
+
+def batch_id(day: int) -> str:
+    return (START + dt.timedelta(days=day)).strftime("%Y%m%d")
+
+
+class RetailGenerator:
+    """Deterministic retail data; keeps the current base in memory to make valid deletes."""
+
+    def __init__(self, seed: int = 7, stores: int = 100, items: int = 1000, days: int = 365):
+        self.rng = np.random.default_rng(seed)
+        self.n_stores, self.n_items, self.days = stores, items, days
+        self.pos: pd.DataFrame | None = None
+        self.items: pd.DataFrame | None = None
+        self.stores: pd.DataFrame | None = None
+
+    def write(self, lake: Path, rows: int, nights: int) -> list[str]:
+        ids = []
+        first = batch_id(self.days)
+        self.initial(rows)
+        write_batch(lake, "stores", first, self.stores.assign(_op="insert"))
+        write_batch(lake, "items", first, self.items.assign(_op="insert"))
+        for i, chunk in enumerate(np.array_split(np.arange(len(self.pos)), max(1, len(self.pos) // 500_000))):
+            write_batch(lake, "pos", first, self.pos.iloc[chunk].assign(_op="insert"), part=i)
+        ids.append(first)
+        for night in range(1, nights + 1):
+            b = batch_id(self.days + night)
+            for table, frame in self.night(night, max(100, rows // 1000)).items():
+                write_batch(lake, table, b, frame)
+            ids.append(b)
+        return ids
+
+    def initial(self, rows: int) -> None:
+        r = self.rng
+        cities = [f"city{c:02d}" for c in range(self.n_stores // 4 + 1)]
+        city_region = {c: REGIONS[i % len(REGIONS)] for i, c in enumerate(cities)}
+        store_city = [cities[s % len(cities)] for s in range(self.n_stores)]
+        self.stores = pd.DataFrame(
+            {"storeID": np.arange(1, self.n_stores + 1, dtype="int32"), "city": store_city,
+             "region": [city_region[c] for c in store_city]}
+        )
+        self.items = pd.DataFrame(
+            {"itemID": np.arange(1, self.n_items + 1, dtype="int32"),
+             "name": [f"item{i:04d}" for i in range(1, self.n_items + 1)],
+             "category": [CATEGORIES[i % len(CATEGORIES)] for i in range(self.n_items)],
+             "cost": [_money(c) for c in r.integers(50, 5000, self.n_items)]}
+        )
+        self.pos = self._sales(rows, 0, self.days)
+
+    def _sales(self, n: int, first_day: int, last_day: int) -> pd.DataFrame:
+        r = self.rng
+        qty = r.integers(1, 20, n).astype("float64")
+        qty[r.random(n) < 0.01] = np.nan  # NULL measures
+        return pd.DataFrame(
+            {"storeID": r.integers(1, len(self.stores) + 1, n).astype("int32"),
+             "itemID": r.integers(1, len(self.items) + 1, n).astype("int32"),
+             "date": [START + dt.timedelta(days=int(d)) for d in r.integers(first_day, last_day, n)],
+             "qty": pd.array(qty, dtype="Int32"),
+             "price": [_money(p) for p in r.integers(99, 9999, n)]}
+        )
+
+    def night(self, night: int, changes: int) -> dict[str, pd.DataFrame]:
+        """One night's mixed changes, about `changes` rows; the in-memory base follows along."""
+        r = self.rng
+        today = self.days + night - 1
+        new_store = pd.DataFrame({"storeID": [len(self.stores) + 1], "city": ["city-new%d" % night], "region": ["north"]})
+        self.stores = pd.concat([self.stores, new_store], ignore_index=True)
+        new_items = pd.DataFrame(
+            {"itemID": [len(self.items) + 1], "name": [f"new item {night}"], "category": ["seasonal"], "cost": [_money(250)]}
+        )
+        moved_idx = int(r.integers(0, len(self.items)))
+        moved_old = self.items.iloc[[moved_idx]]
+        moved_new = moved_old.assign(category=CATEGORIES[(CATEGORIES.index(moved_old.iloc[0]["category"]) + 3) % len(CATEGORIES)]
+                                     if moved_old.iloc[0]["category"] in CATEGORIES else "produce")
+        self.items = pd.concat([self.items.drop(self.items.index[moved_idx]), moved_new, new_items], ignore_index=True)
+        fresh = self._sales(changes // 2, today, today + 1)  # next day's sales (new keys)
+        late = self._sales(changes // 4, 0, today)  # late sales for past days
+        victims = self.pos.sample(n=changes // 8, random_state=int(r.integers(0, 2**31)))
+        corrected = victims.iloc[: len(victims) // 2].assign(qty=lambda d: (d["qty"].fillna(0) + 1).astype("Int32"))
+        with_new_dims = self._sales(5, today, today + 1).assign(storeID=np.int32(len(self.stores)), itemID=np.int32(len(self.items)))
+        inserts = pd.concat([fresh, late, corrected, with_new_dims], ignore_index=True)
+        self.pos = pd.concat([self.pos.drop(victims.index), inserts], ignore_index=True)
+        return {
+            "stores": new_store.assign(_op="insert"),
+            "items": pd.concat([moved_old.assign(_op="delete"), moved_new.assign(_op="insert"), new_items.assign(_op="insert")]),
+            "pos": pd.concat([inserts.assign(_op="insert"), victims.assign(_op="delete")], ignore_index=True),
+        }
+
+
+def _money(cents: int):
+    from decimal import Decimal
+
+    return Decimal(int(cents)) / 100

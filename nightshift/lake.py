@@ -1,0 +1,151 @@
+"""The lake's layout and its state file (pure Python; Spark jobs read and write the Parquet).
+
+    lake/changes/<table>/batch_id=<ID>/*.parquet     change batches (the contract)
+    lake/base/<table>/v=<ID>/*.parquet              base table versions, one per applied batch
+    lake/base/_state.json                           which version of every table is current and
+                                                    which batches are applied; replaced atomically
+    lake/deltas/batch_id=<ID>/<view>/*.parquet      summary-deltas written by propagate
+    lake/deltas/batch_id=<ID>/_manifest.json        written last: propagate of <ID> is complete
+
+apply-base writes new versions beside the old ones and then swaps _state.json with one rename,
+so a reader or a crash sees the old base or the new one, never half.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lattice.errors import BadChangeBatch
+
+BATCH_ID = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+@dataclass(frozen=True)
+class LakeState:
+    applied: tuple[str, ...] = ()
+    versions: dict[str, str] = field(default_factory=dict)  # table -> version folder name
+
+    @property
+    def last(self) -> str | None:
+        return self.applied[-1] if self.applied else None
+
+
+class Lake:
+    def __init__(self, root: Path):
+        self.root = Path(root)
+
+    # ---------------------------------------------------------------- paths
+    @property
+    def changes(self) -> Path:
+        return self.root / "changes"
+
+    @property
+    def base(self) -> Path:
+        return self.root / "base"
+
+    def change_dir(self, table: str, batch: str) -> Path:
+        return self.changes / table / f"batch_id={batch}"
+
+    def base_version_dir(self, table: str, version: str) -> Path:
+        return self.base / table / version
+
+    def delta_root(self, batch: str) -> Path:
+        return self.root / "deltas" / f"batch_id={batch}"
+
+    def delta_dir(self, batch: str, view: str) -> Path:
+        return self.delta_root(batch) / view
+
+    def manifest_path(self, batch: str) -> Path:
+        return self.delta_root(batch) / "_manifest.json"
+
+    # ---------------------------------------------------------------- batches
+    def batch_ids(self) -> list[str]:
+        """Every batch id that has at least one change folder, in apply order."""
+        ids = set()
+        if self.changes.is_dir():
+            for table_dir in self.changes.iterdir():
+                if table_dir.is_dir():
+                    for d in table_dir.glob("batch_id=*"):
+                        if d.is_dir():
+                            ids.add(d.name.split("=", 1)[1])
+        return sorted(ids)
+
+    def batch_files(self, batch: str, tables: list[str]) -> dict[str, list[Path]]:
+        """table -> parquet files of the batch; raises if the batch has no files at all."""
+        check_batch_id(batch)
+        out: dict[str, list[Path]] = {}
+        for t in tables:
+            d = self.change_dir(t, batch)
+            if d.is_dir():
+                out[t] = sorted(p for p in d.glob("*.parquet") if p.is_file())
+        unknown = []
+        if self.changes.is_dir():
+            known = {t.lower() for t in tables}
+            unknown = [p.name for p in self.changes.iterdir() if p.is_dir() and p.name.lower() not in known
+                       and (p / f"batch_id={batch}").is_dir()]
+        if unknown:
+            raise BadChangeBatch(
+                f"batch {batch}: {self.changes / unknown[0]} is not a table of sql/schema.sql "
+                f"(known: {', '.join(tables)})"
+            )
+        if not any(out.values()):
+            raise BadChangeBatch(f"no change batch {batch} under {self.changes} (no Parquet files for any table)")
+        return out
+
+    # ---------------------------------------------------------------- state
+    @property
+    def state_path(self) -> Path:
+        return self.base / "_state.json"
+
+    def state(self) -> LakeState:
+        if not self.state_path.is_file():
+            return LakeState()
+        data = json.loads(self.state_path.read_text())
+        return LakeState(tuple(data["applied"]), dict(data["versions"]))
+
+    def write_state(self, state: LakeState) -> None:
+        """Atomic replace: write a temporary file, fsync, rename over the old one."""
+        self.base.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_path.with_suffix(".json.tmp")
+        with open(tmp, "w") as f:
+            json.dump({"applied": list(state.applied), "versions": state.versions}, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.state_path)
+
+    def current_base_dir(self, table: str, state: LakeState | None = None) -> Path | None:
+        state = state or self.state()
+        v = state.versions.get(table)
+        return self.base_version_dir(table, v) if v else None
+
+    def collect_garbage(self, state: LakeState, keep: int = 2) -> None:
+        """Remove base versions older than the newest `keep` of each table (never the current one)."""
+        for table, current in state.versions.items():
+            d = self.base / table
+            if not d.is_dir():
+                continue
+            versions = sorted(p.name for p in d.glob("v=*") if p.is_dir())
+            doomed = [v for v in versions if v != current][: max(0, len(versions) - keep)]
+            for v in doomed:
+                shutil.rmtree(d / v, ignore_errors=True)
+
+    def read_manifest(self, batch: str) -> dict | None:
+        p = self.manifest_path(batch)
+        return json.loads(p.read_text()) if p.is_file() else None
+
+    def write_manifest(self, batch: str, manifest: dict) -> None:
+        p = self.manifest_path(batch)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_suffix(".tmp")
+        tmp.write_text(json.dumps(manifest, indent=1, default=str))
+        os.replace(tmp, p)
+
+
+def check_batch_id(batch: str) -> None:
+    if not BATCH_ID.match(batch or ""):
+        raise BadChangeBatch(f"batch id {batch!r} is not valid: batch ids match [A-Za-z0-9_-]+")

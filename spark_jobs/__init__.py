@@ -1,0 +1,1 @@
+"""PySpark entry points. Thin: they execute the SQL that lattice/ planned."""

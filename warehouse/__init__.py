@@ -1,0 +1,1 @@
+"""SQLAlchemy side: summary tables, staging, the refresh transaction, ledger, serving views."""
