@@ -133,10 +133,11 @@ class Cycle:
             )
         deltas = {}
         for v in self.plan.views:
-            files = sorted(self.lake.delta_dir(batch, v.name).glob("*.parquet"))
-            if not files:
+            entry = manifest["views"].get(v.name)
+            files = self.lake.delta_files(batch, entry["part"]) if entry else []
+            if entry is None or (entry["rows"] and not files):
                 raise WarehouseError(f"refresh {batch}: summary-delta of {v.name} is missing; rerun nightshift propagate --batch {batch}")
-            deltas[v.name] = files
+            deltas[v.name] = (files, entry["prefix"])
         stats = self.warehouse.refresh(self.plan, batch, deltas, state.last or "", self.progress)
         if stats is None:
             return StepResult("refresh", batch, skipped=f"batch {batch} is already in the ledger")

@@ -1,13 +1,14 @@
 """The lake's layout and its state file (pure Python; Spark jobs read and write the Parquet).
 
     lake/changes/<table>/batch_id=<ID>/*.parquet     change batches (the contract)
-    lake/base/<table>/v=<ID>/*.parquet              base table versions, one per applied batch
+    lake/base/<table>/v-<ID>/*.parquet              base table versions, one per applied batch
     lake/base/_state.json                           which version of every table is current and
                                                     which batches are applied; replaced atomically
-    lake/deltas/batch_id=<ID>/<view>/*.parquet      summary-deltas written by propagate
+    lake/deltas/batch_id=<ID>/part=<i>/*.parquet    summary-deltas written by propagate (view i of the
+                                                    plan, columns prefixed v<i>__, one Spark job)
     lake/deltas/batch_id=<ID>/_manifest.json        written last: propagate of <ID> is complete
 
-apply-base writes new versions beside the old ones and then swaps _state.json with one rename,
+apply-base writes new versions (v-<ID>) beside the old ones and then swaps _state.json with one rename,
 so a reader or a crash sees the old base or the new one, never half.
 """
 
@@ -57,8 +58,8 @@ class Lake:
     def delta_root(self, batch: str) -> Path:
         return self.root / "deltas" / f"batch_id={batch}"
 
-    def delta_dir(self, batch: str, view: str) -> Path:
-        return self.delta_root(batch) / view
+    def delta_files(self, batch: str, part: int) -> list[Path]:
+        return sorted((self.delta_root(batch) / f"part={part}").glob("*.parquet"))
 
     def manifest_path(self, batch: str) -> Path:
         return self.delta_root(batch) / "_manifest.json"
@@ -129,7 +130,7 @@ class Lake:
             d = self.base / table
             if not d.is_dir():
                 continue
-            versions = sorted(p.name for p in d.glob("v=*") if p.is_dir())
+            versions = sorted(p.name for p in d.glob("v-*") if p.is_dir())
             doomed = [v for v in versions if v != current][: max(0, len(versions) - keep)]
             for v in doomed:
                 shutil.rmtree(d / v, ignore_errors=True)

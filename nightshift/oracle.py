@@ -62,7 +62,7 @@ def duckdb_base(lake: Lake, schema: Schema, state: LakeState | None = None) -> d
         d = lake.current_base_dir(t.name, state)
         name = '"' + t.name.replace('"', '""') + '"'
         if d is not None and any(Path(d).glob("*.parquet")):
-            con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet('{d}/*.parquet')")
+            con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet('{d}/*.parquet', hive_partitioning = false)")
         else:
             cols = ", ".join(f'"{c.name}" {c.type}' for c in t.columns)
             con.execute(f"CREATE TABLE {name} ({cols})")

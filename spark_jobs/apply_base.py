@@ -1,6 +1,6 @@
 """apply-base_k: make batch k part of the lake's base tables, atomically and idempotently.
 
-Each changed table gets a new version folder v=<k> (old rows minus deleted row images, bag
+Each changed table gets a new version folder v-<k> (old rows minus deleted row images, bag
 semantics, plus inserted rows); then one atomic rename of _state.json switches every table at
 once. A crash before the rename leaves the old state (the half-written folder is overwritten by
 the rerun); after it, the batch is applied and a rerun does nothing.
@@ -8,9 +8,11 @@ the rerun); after it, the batch is applied and a rerun does nothing.
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Callable
 
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 
 from lattice.ir import Plan, Table
@@ -36,10 +38,11 @@ def apply_base(
     for table in plan.schema.tables:
         if table.name not in info.changed:
             continue
-        version = f"v={batch}"
+        version = f"v-{batch}"
         new = _apply(spark, table, read_base(spark, lake, table, state), info)
         out = lake.base_version_dir(table.name, version)
-        new.write.mode("overwrite").parquet(str(out))
+        rows = _rows(lake, table.name, state) + info.inserted[table.name] - info.deleted[table.name]
+        new.coalesce(max(1, math.ceil(rows / ROWS_PER_FILE))).write.mode("overwrite").parquet(str(out))
         versions[table.name] = version
         counts[table.name] = {"inserted": info.inserted[table.name], "deleted": info.deleted[table.name]}
         progress(f"apply-base {batch}: {table.name} written (+{info.inserted[table.name]}/-{info.deleted[table.name]})")
@@ -48,6 +51,14 @@ def apply_base(
     lake.write_state(new_state)
     lake.collect_garbage(new_state)
     return {"tables": counts, "seconds": round(time.perf_counter() - t0, 3)}
+
+
+ROWS_PER_FILE = 4_000_000
+
+
+def _rows(lake: Lake, table: str, state: LakeState) -> int:
+    d = lake.current_base_dir(table, state)
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in d.glob("*.parquet")) if d else 0
 
 
 def _apply(spark: SparkSession, table: Table, old: DataFrame, info: BatchInfo) -> DataFrame:

@@ -7,9 +7,12 @@ batch, the table, the file or the row, and say what to do.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from typing import Callable
 from pathlib import Path
 
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -62,66 +65,113 @@ def read_base(spark: SparkSession, lake: Lake, table: Table, state: LakeState) -
 
 
 def register_base(spark: SparkSession, lake: Lake, plan: Plan, state: LakeState) -> None:
-    """__ns_old_<t> for every table of the schema, at the lake's current state."""
+    """__ns_old_<t> for every table of the schema, at the lake's current state.
+
+    Dimension tables (every table that is not a view's fact table) are small next to the fact
+    table and are read by many queries of a night: they are cached once, so joins broadcast them.
+    """
+    spark.catalog.clearCache()
+    facts = set(plan.fact_tables)
     for t in plan.schema.tables:
-        read_base(spark, lake, t, state).createOrReplaceTempView(f"__ns_old_{t.name}")
+        df = read_base(spark, lake, t, state)
+        if t.name not in facts:
+            df = df.cache()
+        df.createOrReplaceTempView(f"__ns_old_{t.name}")
 
 
 # ---------------------------------------------------------------- the change batch
 
 
 def load_batch(spark: SparkSession, lake: Lake, plan: Plan, batch: str, state: LakeState) -> BatchInfo:
-    """Validate batch `batch` and register its relations; raises BadChangeBatch on any problem."""
+    """Validate batch `batch` and register its relations; raises BadChangeBatch on any problem.
+
+    File-level checks (columns, types, _op values, NOT NULL) run on the driver with pyarrow over
+    the change files only; checks against the base (deletes exist, keys, foreign keys) run in Spark.
+    """
     tables = [t.name for t in plan.schema.tables]
     files = lake.batch_files(batch, tables)
     register_base(spark, lake, plan, state)
     inserted, deleted = {}, {}
     for t in plan.schema.tables:
-        ins, dels = _read_changes(spark, lake, t, batch, files.get(t.name, []))
+        inserted[t.name], deleted[t.name] = _check_files(lake, t, batch, files.get(t.name, []))
+        ins, dels = _read_changes(spark, t, files.get(t.name, []), inserted[t.name], deleted[t.name])
         ins.createOrReplaceTempView(f"__ns_ins_{t.name}")
         dels.createOrReplaceTempView(f"__ns_del_{t.name}")
-        inserted[t.name], deleted[t.name] = (_count(ins), _count(dels)) if files.get(t.name) else (0, 0)
     info = BatchInfo(batch, inserted, deleted)
+    facts = set(plan.fact_tables)
+    for t in plan.schema.tables:
+        _register_new(spark, t, info, cache=t.name not in facts)  # the fact's stays lazy
+    checks: list[Check] = []
     for t in plan.schema.tables:
         if info.deleted[t.name]:
-            _check_deletes_exist(spark, t, batch)
-    for t in plan.schema.tables:
-        _register_new(spark, t, info)  # lazy: only computed where a query reads it
-    for t in plan.schema.tables:
+            checks.append(_deletes_exist(t, batch))
         if t.primary_key and t.name in info.changed:
-            _check_primary_key(spark, t, batch)
-        _check_foreign_keys(spark, plan, t, info)
+            checks.append(_primary_key(t, batch))
+        checks.extend(_foreign_keys(t, info))
+    _run_checks(spark, checks)
     return info
 
 
-def _count(df: DataFrame) -> int:
-    return df.count()
+@dataclass(frozen=True)
+class Check:
+    """A query returning offending rows (none when the batch is fine) and the error for the first one."""
+
+    sql: str
+    error: Callable[[dict], BadChangeBatch]
 
 
-def _read_changes(spark: SparkSession, lake: Lake, table: Table, batch: str, files: list[Path]):
-    if not files:
+def _run_checks(spark: SparkSession, checks: list[Check]) -> None:
+    """All checks of a batch in one Spark job; the first violated check (in order) is reported."""
+    if not checks:
+        return
+    parts = [f"SELECT {i} AS check, to_json(struct(*)) AS row FROM (SELECT * FROM ({c.sql}) LIMIT 1)" for i, c in enumerate(checks)]
+    found = spark.sql(" UNION ALL ".join(parts)).collect()
+    if found:
+        first = min(found, key=lambda r: r["check"])
+        raise checks[first["check"]].error(json.loads(first["row"]))
+
+
+def _read_changes(spark: SparkSession, table: Table, files: list[Path], n_ins: int, n_del: int):
+    if not files or not (n_ins or n_del):
         empty = empty_frame(spark, table)
         return empty, empty
-    _check_file_schemas(table, batch, files)
     raw = spark.read.parquet(*[str(f) for f in files])
-    bad = raw.where(F.col(OP).isNull() | ~F.col(OP).isin("insert", "delete"))
-    sample = bad.select(OP).distinct().limit(_SAMPLE).collect()
-    if sample:
-        values = ", ".join(repr(r[0]) for r in sample)
-        raise BadChangeBatch(
-            f"batch {batch}, table {table.name}: column _op must be 'insert' or 'delete', found {values} "
-            f"in {lake.change_dir(table.name, batch)}"
-        )
-    ins = typed(raw.where(F.col(OP) == "insert"), table)
-    dels = typed(raw.where(F.col(OP) == "delete"), table)
-    for c in table.columns:
-        if not c.nullable:
-            nulls = ins.where(F.col(f"`{c.name}`").isNull()).limit(1).collect()
-            if nulls:
-                raise BadChangeBatch(
-                    f"batch {batch}, table {table.name}: inserted row with NULL in NOT NULL column {c.name}: {_row(nulls[0])}"
-                )
+    ins = typed(raw.where(F.col(OP) == "insert"), table) if n_ins else empty_frame(spark, table)
+    dels = typed(raw.where(F.col(OP) == "delete"), table) if n_del else empty_frame(spark, table)
     return ins, dels
+
+
+def _check_files(lake: Lake, table: Table, batch: str, files: list[Path]) -> tuple[int, int]:
+    """Columns, types, _op values and NOT NULL columns of one table's change files; returns (#ins, #del)."""
+    if not files:
+        return 0, 0
+    _check_file_schemas(table, batch, files)
+    required = [c.name for c in table.columns if not c.nullable]
+    n_ins = n_del = 0
+    for f in files:
+        pf = pq.ParquetFile(f)
+        names = {n.lower(): n for n in pf.schema_arrow.names}
+        data = pf.read(columns=[names[OP]] + [names[c.lower()] for c in required])
+        op = data.column(names[OP])
+        is_ins = pc.equal(op, "insert")
+        is_del = pc.equal(op, "delete")
+        bad = pc.invert(pc.or_(pc.fill_null(is_ins, False), pc.fill_null(is_del, False)))
+        if pc.any(bad).as_py():
+            values = sorted({repr(v) for v in pc.filter(op, bad).to_pylist()})[:_SAMPLE]
+            raise BadChangeBatch(
+                f"batch {batch}: {f}: column _op must be 'insert' or 'delete', found {', '.join(values)} "
+                f"(table {table.name})"
+            )
+        n_ins += pc.sum(pc.cast(is_ins, "int64")).as_py() or 0
+        n_del += pc.sum(pc.cast(is_del, "int64")).as_py() or 0
+        for c in required:
+            nulls = pc.and_(is_ins, pc.is_null(data.column(names[c.lower()])))
+            if pc.any(nulls).as_py():
+                row = pc.index(nulls, True).as_py()
+                raise BadChangeBatch(
+                    f"batch {batch}: {f}: row {row} inserts NULL into NOT NULL column {table.name}.{c}"
+                )
+    return n_ins, n_del
 
 
 _COMPATIBLE = {
@@ -180,7 +230,7 @@ def _nullsafe_on(cols: list[str], a: str, b: str) -> str:
     return " AND ".join(f"{a}.`{c}` <=> {b}.`{c}`" for c in cols)
 
 
-def _check_deletes_exist(spark: SparkSession, table: Table, batch: str) -> None:
+def _deletes_exist(table: Table, batch: str) -> Check:
     """Bag semantics: each deleted row image must match a distinct existing row of the base."""
     cols = list(table.column_names)
     col_list = ", ".join(f"`{c}`" for c in cols)
@@ -190,18 +240,19 @@ def _check_deletes_exist(spark: SparkSession, table: Table, batch: str) -> None:
                    FROM __ns_old_{table.name} b LEFT SEMI JOIN d ON {_nullsafe_on(cols, 'b', 'd')}
                    GROUP BY {', '.join(f'b.`{c}`' for c in cols)})
         SELECT d.*, COALESCE(o.m, 0) AS m FROM d LEFT JOIN o ON {_nullsafe_on(cols, 'd', 'o')}
-        WHERE COALESCE(o.m, 0) < d.n LIMIT {_SAMPLE}"""
-    bad = spark.sql(sql).collect()
-    if bad:
-        r = bad[0]
-        row = ", ".join(f"{c}={r[c]!r}" for c in cols)
-        raise BadChangeBatch(
+        WHERE COALESCE(o.m, 0) < d.n"""
+
+    def error(r: dict) -> BadChangeBatch:
+        row = ", ".join(f"{c}={r.get(c)!r}" for c in cols)
+        return BadChangeBatch(
             f"batch {batch}, table {table.name}: delete of a row that does not exist: ({row}) is deleted "
             f"{r['n']} time(s) but the base holds {r['m']}; the batch was refused and nothing was applied"
         )
 
+    return Check(sql, error)
 
-def _register_new(spark: SparkSession, table: Table, info: BatchInfo) -> None:
+
+def _register_new(spark: SparkSession, table: Table, info: BatchInfo, cache: bool) -> None:
     """__ns_new_<t>: the table after the batch (old minus deleted rows plus inserted rows)."""
     name = table.name
     if name not in info.changed:
@@ -209,49 +260,55 @@ def _register_new(spark: SparkSession, table: Table, info: BatchInfo) -> None:
         return
     old, ins, dels = spark.table(f"__ns_old_{name}"), spark.table(f"__ns_ins_{name}"), spark.table(f"__ns_del_{name}")
     new = old.exceptAll(dels).unionByName(ins) if info.deleted[name] else old.unionByName(ins)
+    if cache:
+        new = new.cache()
     new.createOrReplaceTempView(f"__ns_new_{name}")
 
 
-def _check_primary_key(spark: SparkSession, table: Table, batch: str) -> None:
+def _primary_key(table: Table, batch: str) -> Check:
     keys = ", ".join(f"`{c}`" for c in table.primary_key)
-    dup = spark.sql(f"SELECT {keys}, COUNT(*) AS n FROM __ns_new_{table.name} GROUP BY {keys} HAVING COUNT(*) > 1 LIMIT 1").collect()
-    if dup:
-        key = ", ".join(f"{c}={dup[0][c]!r}" for c in table.primary_key)
-        raise BadChangeBatch(
-            f"batch {batch}, table {table.name}: primary key ({key}) would appear {dup[0]['n']} times; "
+
+    def error(r: dict) -> BadChangeBatch:
+        key = ", ".join(f"{c}={r.get(c)!r}" for c in table.primary_key)
+        return BadChangeBatch(
+            f"batch {batch}, table {table.name}: primary key ({key}) would appear {r['n']} times; "
             f"an update of a {table.name} row is a delete of the old row image plus an insert of the new one"
         )
 
+    return Check(f"SELECT {keys}, COUNT(*) AS n FROM __ns_new_{table.name} GROUP BY {keys} HAVING COUNT(*) > 1", error)
 
-def _check_foreign_keys(spark: SparkSession, plan: Plan, table: Table, info: BatchInfo) -> None:
+
+def _foreign_keys(table: Table, info: BatchInfo) -> list[Check]:
     """Rows inserted into `table` must find their parent after the batch; parent rows deleted for good
     must not be referenced by what remains."""
+    checks = []
     for fk in table.foreign_keys:
         parent = fk.ref_table
         on = " AND ".join(f"c.`{a}` = p.`{b}`" for a, b in zip(fk.columns, fk.ref_columns))
         notnull = " AND ".join(f"c.`{a}` IS NOT NULL" for a in fk.columns)
+
+        def orphan(r: dict, fk=fk, parent=parent) -> BadChangeBatch:
+            vals = ", ".join(f"{a}={r.get(a)!r}" for a in fk.columns)
+            return BadChangeBatch(
+                f"batch {info.batch}, table {table.name}: foreign key ({vals}) has no row in {parent} "
+                f"(row {_row(r)}); add the {parent} row to the batch or fix the {table.name} row"
+            )
+
+        def gone(r: dict, fk=fk, parent=parent) -> BadChangeBatch:
+            vals = ", ".join(f"{a}={r.get(a)!r}" for a in fk.columns)
+            return BadChangeBatch(
+                f"batch {info.batch}, table {parent}: a deleted {parent} row is still referenced by "
+                f"{table.name} ({vals}); delete or move those {table.name} rows in the same batch"
+            )
+
         if info.inserted[table.name]:
-            orphan = spark.sql(
-                f"SELECT c.* FROM __ns_ins_{table.name} c LEFT ANTI JOIN __ns_new_{parent} p ON {on} WHERE {notnull} LIMIT 1"
-            ).collect()
-            if orphan:
-                vals = ", ".join(f"{a}={orphan[0][a]!r}" for a in fk.columns)
-                raise BadChangeBatch(
-                    f"batch {info.batch}, table {table.name}: foreign key ({vals}) has no row in {parent} "
-                    f"(row {_row(orphan[0])}); add the {parent} row to the batch or fix the {table.name} row"
-                )
+            sql = f"SELECT c.* FROM __ns_ins_{table.name} c LEFT ANTI JOIN __ns_new_{parent} p ON {on} WHERE {notnull}"
+            checks.append(Check(sql, orphan))
         if info.deleted[parent]:
-            child = f"__ns_new_{table.name}"
-            gone = spark.sql(
-                f"SELECT c.* FROM {child} c LEFT ANTI JOIN __ns_new_{parent} p ON {on} WHERE {notnull} LIMIT 1"
-            ).collect()
-            if gone:
-                vals = ", ".join(f"{a}={gone[0][a]!r}" for a in fk.columns)
-                raise BadChangeBatch(
-                    f"batch {info.batch}, table {parent}: a deleted {parent} row is still referenced by "
-                    f"{table.name} ({vals}); delete or move those {table.name} rows in the same batch"
-                )
+            sql = f"SELECT c.* FROM __ns_new_{table.name} c LEFT ANTI JOIN __ns_new_{parent} p ON {on} WHERE {notnull}"
+            checks.append(Check(sql, gone))
+    return checks
 
 
-def _row(r) -> str:
-    return "(" + ", ".join(f"{k}={v!r}" for k, v in r.asDict().items()) + ")"
+def _row(r: dict) -> str:
+    return "(" + ", ".join(f"{k}={v!r}" for k, v in r.items()) + ")"

@@ -26,6 +26,9 @@ def get_spark(master: str = "local[2]", app: str = "nightshift") -> SparkSession
     builder = SparkSession.builder.master(master).appName(app)
     for k, v in _DEFAULTS.items():
         builder = builder.config(k, v)
+    for pair in filter(None, os.environ.get("NIGHTSHIFT_SPARK_CONF", "").split(";")):
+        key, _, value = pair.partition("=")
+        builder = builder.config(key.strip(), value.strip())  # e.g. the test suite's small-data settings
     if os.environ.get("NIGHTSHIFT_SPARK_UI", "0") != "1":
         builder = builder.config("spark.ui.enabled", "false")
     spark = builder.getOrCreate()

@@ -21,7 +21,8 @@ class Dialect:
     def column_type(self, t: str) -> str:
         return t
 
-    def stage_parquet(self, conn, table: str, files: list[Path], like: str) -> None:  # pragma: no cover
+    def stage_parquet(self, conn, table: str, files: list[Path], columns: list[tuple[str, str]]) -> None:
+        """Load Parquet files into temporary table `table`, taking column src as dst for (src, dst)."""
         raise NotImplementedError
 
     def lock(self, conn, project: str) -> None:
@@ -40,9 +41,12 @@ class Dialect:
 class DuckDBDialect(Dialect):
     name = "duckdb"
 
-    def stage_parquet(self, conn, table: str, files: list[Path], like: str) -> None:
+    def stage_parquet(self, conn, table: str, files: list[Path], columns: list[tuple[str, str]]) -> None:
         listing = "[" + ", ".join(lit(str(f)) for f in files) + "]"
-        conn.exec_driver_sql(f"CREATE OR REPLACE TEMP TABLE {q(table)} AS SELECT * FROM read_parquet({listing})")
+        select = ", ".join(f"{q(src)} AS {q(dst)}" for src, dst in columns)
+        conn.exec_driver_sql(
+            f"CREATE OR REPLACE TEMP TABLE {q(table)} AS SELECT {select} FROM read_parquet({listing}, hive_partitioning = false)"
+        )
 
 
 def dialect_for(url: str) -> Dialect:

@@ -130,7 +130,8 @@ class Warehouse:
                 conn.exec_driver_sql(self.dialect.summary_ddl(view))
                 files = sorted(parquet_dirs[view.name].glob("*.parquet"))
                 if files:
-                    self.dialect.stage_parquet(conn, "__ns_stage", files, view.storage_table)
+                    columns = [k.name for k in view.keys] + [s.column for s in view.stored]
+                    self.dialect.stage_parquet(conn, "__ns_stage", files, [(col, col) for col in columns])
                     cols = ", ".join(q(k.name) for k in view.keys) + (", " if view.keys else "")
                     cols += ", ".join(q(s.column) for s in view.stored)
                     conn.exec_driver_sql(f"INSERT INTO {q(view.storage_table)} ({cols}) SELECT {cols} FROM {q('__ns_stage')}")
@@ -146,7 +147,7 @@ class Warehouse:
         self,
         plan: Plan,
         batch: str,
-        deltas: dict[str, list[Path]],
+        deltas: dict[str, tuple[list[Path], str]],
         expected_position: str,
         progress: Callable[[str], None] = lambda _: None,
     ) -> dict | None:
@@ -176,7 +177,8 @@ class Warehouse:
             stats = {}
             for i, view in enumerate(plan.views, 1):
                 t1 = time.perf_counter()
-                stats[view.name] = self._refresh_view(conn, view, deltas[view.name], batch)
+                files, prefix = deltas[view.name]
+                stats[view.name] = self._refresh_view(conn, view, files, prefix, batch)
                 stats[view.name]["seconds"] = round(time.perf_counter() - t1, 3)
                 progress(
                     f"refresh {batch}: [{i}/{len(plan.views)}] {view.name}: +{stats[view.name]['inserted']} "
@@ -188,9 +190,12 @@ class Warehouse:
             checkpoint("refresh:before_commit")
         return stats
 
-    def _refresh_view(self, conn, view: View, files: list[Path], batch: str) -> dict:
+    def _refresh_view(self, conn, view: View, files: list[Path], prefix: str, batch: str) -> dict:
+        if not files:
+            return {"delta_rows": 0, "inserted": 0, "updated": 0, "deleted": 0}
         t, d, c = q(view.storage_table), q("__ns_delta"), q("__ns_class")
-        self.dialect.stage_parquet(conn, "__ns_delta", files, view.storage_table)
+        columns = [k.name for k in view.keys] + [s.column for s in view.stored] + ["_ns_lost"]
+        self.dialect.stage_parquet(conn, "__ns_delta", files, [(prefix + col, col) for col in columns])
         match = self.dialect.keys_match(view, "t", "d")
         conn.exec_driver_sql(
             f"CREATE OR REPLACE TEMP TABLE {c} AS SELECT d.*, t.{q('_ns_count')} IS NOT NULL AS _ns_found, "

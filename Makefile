@@ -1,0 +1,40 @@
+# nightshift — two commands set everything up on a fresh machine:
+#   make demo   creates .venv, installs pinned requirements, runs the retail example end to end
+#   make test   runs the test suite (real Spark local, real DuckDB, real PostgreSQL, real Airflow)
+PYTHON  ?= python3.11
+VENV    := .venv
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.installed
+ROWS    ?= 1000000
+NIGHTS  ?= 3
+
+.PHONY: venv demo test test-fast bench airflow clean help
+
+help:
+	@echo "make demo    - set up .venv and run the retail example ($(ROWS) rows, $(NIGHTS) nights) end to end"
+	@echo "make test    - run the test suite"
+	@echo "make bench   - run the benchmarks (writes bench/REPORT.md)"
+	@echo "make clean   - remove the demo project and caches (keeps .venv)"
+
+$(STAMP): requirements.txt requirements.lock pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (Python 3.11)"; exit 1; }
+	@command -v java >/dev/null || { echo "need Java 17 for Spark (apt-get install openjdk-17-jre-headless)"; exit 1; }
+	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -r requirements.lock
+	$(BIN)/pip install -q --no-deps -e .
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/nightshift demo --dir demo-project --rows $(ROWS) --nights $(NIGHTS)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q tests
+
+bench: $(STAMP)
+	$(BIN)/python -m bench.run
+
+clean:
+	rm -rf demo-project .pytest_cache spark-warehouse metastore_db derby.log
