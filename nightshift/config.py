@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from dataclasses import dataclass
@@ -62,6 +63,7 @@ def load_project(root: str | Path) -> Project:
             raise ConfigError(f"{toml_file}: [{section}] must be a table")
     lake = Path(_str(data, "lake", "path", "lake", toml_file))
     url = _str(data, "warehouse", "url", "duckdb:///warehouse.duckdb", toml_file)
+    url = os.environ.get("NIGHTSHIFT_WAREHOUSE_URL", url)  # credentials stay out of project files
     if "://" not in url:
         raise ConfigError(f"{toml_file}: [warehouse] url {url!r} is not a SQLAlchemy URL (e.g. duckdb:///warehouse.duckdb)")
     window = data.get("window", {})

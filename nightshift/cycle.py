@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Callable
 
-from lattice.errors import BatchOrderError, WarehouseError
+from lattice.errors import BatchOrderError, PlanChanged, WarehouseError
 from nightshift.config import Project
 from nightshift.lake import Lake, LakeState, check_batch_id
 from warehouse.store import Warehouse
@@ -91,7 +91,13 @@ class Cycle:
 
     def _ensure_summary_tables(self) -> None:
         """A project that starts empty gets empty summary tables; one with base data needs materialize."""
-        if self.warehouse.ledger():
+        ledger = self.warehouse.ledger()
+        if ledger:
+            if ledger[-1].plan != self.plan.fingerprint:
+                raise PlanChanged(
+                    f"sql/schema.sql or sql/summaries changed since the summary tables were built "
+                    f"(plan {ledger[-1].plan} -> {self.plan.fingerprint}); run nightshift materialize"
+                )
             return
         state = self.lake.state()
         if state.applied:

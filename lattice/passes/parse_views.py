@@ -69,7 +69,10 @@ class _ViewParser:
         except sqlglot.errors.ParseError as e:
             raise UnsupportedView(f"{self.file}: cannot parse SQL: {str(e).splitlines()[0]}") from None
         if len(statements) != 1 or not isinstance(statements[0], exp.Create) or statements[0].kind != "VIEW":
-            raise UnsupportedView(f"{self.file}: expected exactly one CREATE VIEW name AS SELECT ... statement")
+            names = [s.this.this.name if isinstance(s.this, exp.Schema) else s.this.name
+                     for s in statements if isinstance(s, exp.Create) and s.this is not None]
+            found = f" (found {len(statements)} statements: {', '.join(names)})" if names else ""
+            raise UnsupportedView(f"{self.file}: expected exactly one CREATE VIEW name AS SELECT ... statement{found}")
         create = statements[0]
         target = create.this
         column_list: list[str] = []
@@ -245,6 +248,10 @@ class _ViewParser:
             if isinstance(inner, exp.Column):
                 ref = self._resolve(inner)
                 out = name or ref.column
+                if ref in keys_by_col:
+                    raise self.unsupported(
+                        f"column {ref.table}.{ref.column} selected twice (as {keys_by_col[ref]} and {out}); select it once"
+                    )
                 keys_by_col[ref] = out
                 order.append(out)
                 continue
@@ -329,6 +336,9 @@ class _ViewParser:
         return e.copy().transform(qualify)
 
     def _type_of(self, qualified: exp.Expression, output: str) -> str:
+        exact = _exact_numeric_type(qualified, self.schema)
+        if exact is not None:
+            return exact
         mapping = {t.name: {c.name: c.type for c in t.columns} for t in self.aliases.values()}
         try:
             query = exp.select(qualified.copy()).from_(exp.table_(next(iter(mapping)), quoted=True))
@@ -344,6 +354,30 @@ class _ViewParser:
             scale = _decimal_scale(qualified, self.schema)
             t = f"DECIMAL(38,{scale})" if scale is not None else "DOUBLE"
         return t
+
+
+def _exact_numeric_type(e: exp.Expression, schema: Schema) -> str | None:
+    """INTEGER/BIGINT or DECIMAL(38,s) for +, -, * over integer and decimal columns and numeric
+    literals (Spark and DuckDB read 1.5 as a decimal literal); None for anything else."""
+    leaves = list(e.find_all(exp.Column, exp.Literal))
+    allowed = (exp.Column, exp.Literal, exp.Paren, exp.Neg, exp.Mul, exp.Add, exp.Sub, exp.Identifier)
+    if not leaves or not all(isinstance(n, allowed) for n in e.walk()):
+        return None
+    fams = []
+    for leaf in leaves:
+        if isinstance(leaf, exp.Column):
+            fams.append(types.family(schema.table(leaf.table).column(leaf.name).type))
+        elif leaf.is_string or "e" in leaf.this.lower():
+            return None
+        else:
+            fams.append("decimal" if "." in leaf.this else "integer")
+    if any(f not in ("integer", "decimal") for f in fams):
+        return None
+    if all(f == "integer" for f in fams):
+        cols = [schema.table(c.table).column(c.name).type for c in e.find_all(exp.Column)]
+        return "BIGINT" if "BIGINT" in cols else "INTEGER"
+    scale = _decimal_scale(e, schema)
+    return f"DECIMAL(38,{scale})" if scale is not None else None
 
 
 def _conjuncts(e: exp.Expression) -> list[exp.Expression]:

@@ -1,0 +1,2 @@
+CREATE USER nightshift WITH PASSWORD 'nightshift';
+CREATE DATABASE warehouse OWNER nightshift;

@@ -1,0 +1,289 @@
+"""Bad input gets a clear error naming the file, view, column or batch — and changes nothing."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import subprocess
+import sys
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from harness import ARROW, FIGURE_1, BatchGenerator, Model, make_project, write_changes
+from lattice.errors import BadChangeBatch, BatchOrderError, ConfigError, UnsupportedView, WarehouseError
+from nightshift.config import load_project
+from nightshift.cycle import Cycle
+from nightshift.oracle import bag
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def template(tmp_path_factory, spark):
+    """A project with its initial load and one night applied (built once, copied per test)."""
+    root = make_project(tmp_path_factory.mktemp("template") / "proj", FIGURE_1)
+    model = Model()
+    gen = BatchGenerator(11, model)
+    cycle = Cycle(load_project(root), spark=spark, progress=lambda _: None)
+    for batch, changes in (("b0000", gen.initial()), ("b0001", None)):
+        changes = changes or gen.night()
+        write_changes(root, batch, changes)
+        cycle.run(batch)
+        model.apply(changes)
+    cycle.close()
+    return root, model
+
+
+@pytest.fixture
+def project(template, tmp_path):
+    root, model = template
+    copy = tmp_path / "proj"
+    shutil.copytree(root, copy)
+    return copy, model
+
+
+def snapshot(root: Path) -> dict:
+    """Everything a failed step must leave alone: ledger, lake state and base files, served rows."""
+    cycle = Cycle(load_project(root), progress=lambda _: None)
+    state = {
+        "ledger": [(r.batch_id, r.kind, r.position) for r in cycle.warehouse.ledger()],
+        "lake": json.loads((root / "lake" / "base" / "_state.json").read_text()),
+        "base_files": sorted(str(p.relative_to(root)) for p in (root / "lake" / "base").rglob("*.parquet")),
+        "views": {v.name: bag(cycle.warehouse.read_view(v)) for v in cycle.plan.views},
+    }
+    cycle.close()
+    return state
+
+
+def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "nightshift.cli", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
+
+
+def write_raw(root: Path, table: str, batch: str, columns: dict, schema: pa.Schema | None = None, name="part-0.parquet") -> Path:
+    d = root / "lake" / "changes" / table / f"batch_id={batch}"
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / name
+    pq.write_table(pa.Table.from_pydict(columns, schema=schema), path)
+    return path
+
+
+def good_pos_row(model: Model) -> dict:
+    s, i = model.tables["stores"][0][0], model.tables["items"][0][0]
+    return {"storeID": [s], "itemID": [i], "date": [dt.date(2026, 1, 2)], "qty": [3], "price": [Decimal("1.50")], "_op": ["insert"]}
+
+
+def expect_refused(spark, root: Path, batch: str, error: type, *needles: str) -> None:
+    before = snapshot(root)
+    cycle = Cycle(load_project(root), spark=spark, progress=lambda _: None)
+    with pytest.raises(error) as e:
+        cycle.run(batch)
+    cycle.close()
+    for needle in needles:
+        assert needle in str(e.value), f"{needle!r} not in: {e.value}"
+    assert snapshot(root) == before, "a refused batch changed state"
+
+
+# ------------------------------------------------------------------ view SQL and config (no Spark)
+
+
+def test_unsupported_view_sql_is_refused_by_the_cli(tmp_path):
+    root = make_project(tmp_path / "p", {"bad": "CREATE VIEW bad AS SELECT DISTINCT storeID, COUNT(*) AS n FROM pos GROUP BY storeID"})
+    r = run_cli("plan", "--project", str(root))
+    assert r.returncode == 1
+    assert "sql/summaries/bad.sql" in r.stderr and "view bad" in r.stderr and "DISTINCT" in r.stderr
+
+
+def test_view_with_unknown_column_names_file_view_and_column(tmp_path):
+    root = make_project(tmp_path / "p", {"v": "CREATE VIEW v AS SELECT storeID, SUM(quantity) AS q FROM pos GROUP BY storeID"})
+    r = run_cli("plan", "--project", str(root))
+    assert r.returncode == 1
+    assert "sql/summaries/v.sql" in r.stderr and "view v" in r.stderr and "quantity" in r.stderr
+
+
+def test_view_with_unknown_table(tmp_path):
+    root = make_project(tmp_path / "p", {"v": "CREATE VIEW v AS SELECT region, COUNT(*) AS n FROM sales GROUP BY region"})
+    r = run_cli("plan", "--project", str(root))
+    assert r.returncode == 1 and "unknown table sales" in r.stderr and "view v" in r.stderr
+
+
+def test_malformed_toml_names_the_file(tmp_path):
+    root = make_project(tmp_path / "p", FIGURE_1)
+    (root / "nightshift.toml").write_text("[lake\npath = 'lake'\n")
+    r = run_cli("plan", "--project", str(root))
+    assert r.returncode == 1 and "nightshift.toml" in r.stderr and "malformed" in r.stderr
+    with pytest.raises(ConfigError):
+        load_project(root)
+
+
+def test_unreachable_warehouse_is_a_clear_error_and_changes_nothing(project):
+    root, _ = project
+    before = snapshot(root)
+    toml = root / "nightshift.toml"
+    toml.write_text(toml.read_text().replace("duckdb:///warehouse.duckdb", "duckdb:////no/such/folder/w.duckdb"))
+    r = run_cli("run", "--project", str(root), "--batch", "b0001")
+    assert r.returncode == 1 and "unreachable" in r.stderr and "/no/such/folder" in r.stderr
+    toml.write_text(toml.read_text().replace("duckdb:////no/such/folder/w.duckdb", "duckdb:///warehouse.duckdb"))
+    assert snapshot(root) == before
+
+
+def test_batch_with_no_files_is_an_error_not_an_empty_night(project):
+    root, _ = project
+    r = run_cli("run", "--project", str(root), "--batch", "b0007")
+    assert r.returncode == 1 and "no change batch b0007" in r.stderr
+
+
+def test_invalid_batch_id(project):
+    root, _ = project
+    r = run_cli("propagate", "--project", str(root), "--batch", "../etc")
+    assert r.returncode == 1 and "not valid" in r.stderr
+
+
+# ------------------------------------------------------------------ order
+
+
+def test_already_applied_batch_is_a_noop(project):
+    root, _ = project
+    before = snapshot(root)
+    r = run_cli("run", "--project", str(root), "--batch", "b0001")
+    assert r.returncode == 0, r.stderr
+    assert "already" in r.stdout
+    assert snapshot(root) == before
+
+
+def test_late_batch_older_than_the_applied_one_is_refused(project, spark):
+    root, model = project
+    write_raw(root, "pos", "a0001", good_pos_row(model), ARROW["pos"].append(pa.field("_op", pa.string())))
+    expect_refused(spark, root, "a0001", BatchOrderError, "a0001", "out of order", "b0001")
+
+
+def test_skipping_a_pending_batch_is_refused(project, spark):
+    root, model = project
+    schema = ARROW["pos"].append(pa.field("_op", pa.string()))
+    write_raw(root, "pos", "b0002", good_pos_row(model), schema)
+    write_raw(root, "pos", "b0003", good_pos_row(model), schema)
+    expect_refused(spark, root, "b0003", BatchOrderError, "b0003", "b0002")
+
+
+def test_refresh_before_propagate_and_apply_base_before_refresh_are_refused(project, spark):
+    root, model = project
+    write_raw(root, "pos", "b0002", good_pos_row(model), ARROW["pos"].append(pa.field("_op", pa.string())))
+    before = snapshot(root)
+    cycle = Cycle(load_project(root), spark=spark, progress=lambda _: None)
+    with pytest.raises(WarehouseError, match="propagate --batch b0002"):
+        cycle.refresh("b0002")
+    with pytest.raises(BatchOrderError, match="not refreshed yet"):
+        cycle.apply_base("b0002")
+    cycle.close()
+    assert snapshot(root) == before
+
+
+# ------------------------------------------------------------------ change batches (Spark)
+
+
+def test_missing_column(project, spark):
+    root, model = project
+    row = good_pos_row(model)
+    del row["price"]
+    path = write_raw(root, "pos", "b0002", row)
+    expect_refused(spark, root, "b0002", BadChangeBatch, str(path), "missing column(s) price", "batch b0002")
+
+
+def test_extra_column(project, spark):
+    root, model = project
+    row = good_pos_row(model) | {"discount": [0.1]}
+    path = write_raw(root, "pos", "b0002", row)
+    expect_refused(spark, root, "b0002", BadChangeBatch, str(path), "unexpected column(s) discount")
+
+
+def test_mistyped_column(project, spark):
+    root, model = project
+    row = good_pos_row(model) | {"qty": ["three"]}
+    path = write_raw(root, "pos", "b0002", row)
+    expect_refused(spark, root, "b0002", BadChangeBatch, str(path), "column qty", "string", "INTEGER")
+
+
+def test_unknown_op(project, spark):
+    root, model = project
+    row = good_pos_row(model) | {"_op": ["upsert"]}
+    path = write_raw(root, "pos", "b0002", row, ARROW["pos"].append(pa.field("_op", pa.string())))
+    expect_refused(spark, root, "b0002", BadChangeBatch, str(path), "_op", "'upsert'")
+
+
+def test_null_in_not_null_column(project, spark):
+    root, model = project
+    row = good_pos_row(model) | {"storeID": [None]}
+    write_raw(root, "pos", "b0002", row, ARROW["pos"].append(pa.field("_op", pa.string())))
+    expect_refused(spark, root, "b0002", BadChangeBatch, "NOT NULL", "pos.storeID")
+
+
+def test_delete_of_a_row_that_does_not_exist(project, spark):
+    root, model = project
+    row = good_pos_row(model) | {"qty": [4242], "_op": ["delete"]}
+    write_raw(root, "pos", "b0002", row, ARROW["pos"].append(pa.field("_op", pa.string())))
+    expect_refused(spark, root, "b0002", BadChangeBatch, "table pos", "does not exist", "qty=4242", "batch b0002")
+
+
+def test_deleting_a_row_more_times_than_it_exists(project, spark):
+    root, model = project
+    existing = model.tables["pos"][0]
+    n = model.tables["pos"].count(existing)
+    write_changes(root, "b0002", {"pos": [("delete", existing)] * (n + 1)})
+    expect_refused(spark, root, "b0002", BadChangeBatch, "deleted", f"{n + 1} time(s)", f"holds {n}")
+
+
+def test_foreign_key_without_dimension_row(project, spark):
+    root, model = project
+    row = good_pos_row(model) | {"storeID": [999]}
+    write_raw(root, "pos", "b0002", row, ARROW["pos"].append(pa.field("_op", pa.string())))
+    expect_refused(spark, root, "b0002", BadChangeBatch, "foreign key (storeID=999)", "no row in stores", "batch b0002")
+
+
+def test_deleting_a_referenced_dimension_row(project, spark):
+    root, model = project
+    store = next(s for s in model.tables["stores"] if any(p[0] == s[0] for p in model.tables["pos"]))
+    write_changes(root, "b0002", {"stores": [("delete", store)]})
+    expect_refused(spark, root, "b0002", BadChangeBatch, "still referenced", "stores", f"storeID={store[0]}")
+
+
+def test_duplicate_dimension_key(project, spark):
+    root, model = project
+    store = model.tables["stores"][0]
+    write_changes(root, "b0002", {"stores": [("insert", (store[0], "elsewhere", "west"))]})
+    expect_refused(spark, root, "b0002", BadChangeBatch, "primary key", f"storeID={store[0]}")
+
+
+def test_a_good_batch_after_a_refused_one_applies(project, spark):
+    """Fixing the batch files and rerunning works: nothing of the refused attempt lingers."""
+    root, model = project
+    bad = good_pos_row(model) | {"storeID": [999]}
+    write_raw(root, "pos", "b0002", bad, ARROW["pos"].append(pa.field("_op", pa.string())))
+    cycle = Cycle(load_project(root), spark=spark, progress=lambda _: None)
+    with pytest.raises(BadChangeBatch):
+        cycle.run("b0002")
+    good = good_pos_row(model)
+    write_raw(root, "pos", "b0002", good, ARROW["pos"].append(pa.field("_op", pa.string())))
+    cycle.run("b0002")
+    model.apply({"pos": [("insert", tuple(good[c][0] for c in ("storeID", "itemID", "date", "qty", "price")))]})
+    expected = model.recompute(FIGURE_1)
+    for v in cycle.plan.views:
+        assert bag(cycle.warehouse.read_view(v)) == expected[v.name]
+    cycle.close()
+
+
+def test_unsupported_view_refused_before_any_step(project, spark):
+    root, _ = project
+    before = snapshot(root)
+    (root / "sql" / "summaries" / "w.sql").write_text(
+        "CREATE VIEW w AS SELECT city, COUNT(*) AS n FROM pos LEFT JOIN stores ON pos.storeID = stores.storeID GROUP BY city"
+    )
+    with pytest.raises(UnsupportedView, match=r"sql/summaries/w.sql: view w: unsupported LEFT JOIN"):
+        Cycle(load_project(root), spark=spark)
+    (root / "sql" / "summaries" / "w.sql").unlink()
+    assert snapshot(root) == before

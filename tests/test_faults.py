@@ -1,0 +1,96 @@
+"""Fault injection: crash the nightly cycle at every step boundary and inside the refresh
+transaction, rerun it, and the final state equals a clean run's (ledger holds the batch once)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from harness import EXTENDED, FIGURE_1, BatchGenerator, Model, make_project, write_changes
+from nightshift.config import load_project
+from nightshift.cycle import Cycle
+from nightshift.errors import InjectedCrash
+from nightshift.oracle import bag, duckdb_base
+
+VIEWS = {**FIGURE_1, "avg_price": EXTENDED["avg_price"]}
+CRASH_POINTS = (
+    ["propagate:after_view:SID_sales"]
+    + [f"refresh:after_merge:{v}" for v in sorted(VIEWS)]
+    + ["refresh:before_commit", "apply-base:after_table:items", "apply-base:after_table:pos", "after_refresh"]
+)
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory, spark):
+    """A project after two nights, plus night 3 (with deletes and a dimension change) landed but not run,
+    and a clean run of night 3 on a copy to compare against."""
+    base = tmp_path_factory.mktemp("faults")
+    root = make_project(base / "proj", VIEWS)
+    model = Model()
+    gen = BatchGenerator(5, model)
+    cycle = Cycle(load_project(root), spark=spark, progress=lambda _: None)
+    for n in range(3):
+        changes = gen.initial() if n == 0 else gen.night()
+        write_changes(root, f"b{n:04d}", changes)
+        cycle.run(f"b{n:04d}")
+        model.apply(changes)
+    night = {}
+    while not (night.get("pos") and any(op == "delete" for op, _ in night["pos"]) and night.get("items")):
+        night = gen.night()
+        if not night.get("items"):
+            old = model.tables["items"][0]
+            night["items"] = [("delete", old), ("insert", (old[0], "c9", old[2]))]
+    write_changes(root, "b0003", night)
+    cycle.close()
+    clean = base / "clean"
+    shutil.copytree(root, clean)
+    c = Cycle(load_project(clean), spark=spark, progress=lambda _: None)
+    c.run("b0003")
+    c.close()
+    model.apply(night)
+    return root, clean, model
+
+
+def state_of(root, spark) -> dict:
+    cycle = Cycle(load_project(root), spark=spark, progress=lambda _: None)
+    con = duckdb_base(cycle.lake, cycle.plan.schema)
+    out = {
+        "ledger": [(r.batch_id, r.kind, r.position) for r in cycle.warehouse.ledger()],
+        "applied": cycle.lake.state().applied,
+        "views": {v.name: bag(cycle.warehouse.read_view(v)) for v in cycle.plan.views},
+        "base": {t.name: bag(con.execute(f'SELECT * FROM "{t.name}"').fetchall()) for t in cycle.plan.schema.tables},
+    }
+    con.close()
+    cycle.close()
+    return out
+
+
+@pytest.mark.parametrize("point", CRASH_POINTS)
+def test_crash_then_rerun_equals_clean_run(prepared, tmp_path, spark, monkeypatch, point):
+    root, clean, model = prepared
+    work = tmp_path / "proj"
+    shutil.copytree(root, work)
+    cycle = Cycle(load_project(work), spark=spark, progress=lambda _: None)
+    if point == "after_refresh":
+        cycle.propagate("b0003")
+        cycle.refresh("b0003")  # ... and the process dies before apply-base
+        assert cycle.status("b0003") == "refreshed"
+    else:
+        monkeypatch.setenv("NIGHTSHIFT_CRASH_AT", point)
+        with pytest.raises(InjectedCrash):
+            cycle.run("b0003")
+        monkeypatch.delenv("NIGHTSHIFT_CRASH_AT")
+    cycle.close()
+    if point.startswith("refresh:"):  # the transaction rolled back: nothing of the night is visible
+        before = state_of(work, spark)
+        assert "b0003" not in [b for b, _, _ in before["ledger"]]
+    rerun = Cycle(load_project(work), spark=spark, progress=lambda _: None)
+    rerun.run("b0003")
+    rerun.run("b0003")  # and once more: a finished night is a no-op
+    rerun.close()
+    got, want = state_of(work, spark), state_of(clean, spark)
+    assert got == want
+    assert [b for b, kind, _ in got["ledger"] if kind == "batch"].count("b0003") == 1
+    expected = model.recompute(VIEWS)
+    assert got["views"] == expected

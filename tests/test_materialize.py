@@ -1,0 +1,73 @@
+"""materialize rebuilds every summary table from the base; a lost warehouse is rebuilt, not guessed."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from harness import EXTENDED, FIGURE_1, BatchGenerator, Model, make_project, write_changes
+from lattice.errors import PlanChanged, WarehouseError
+from nightshift.config import load_project
+from nightshift.cycle import Cycle
+from nightshift.oracle import bag
+
+VIEWS = {**FIGURE_1, "revenue": EXTENDED["revenue"]}
+
+
+def served(cycle):
+    return {v.name: bag(cycle.warehouse.read_view(v)) for v in cycle.plan.views}
+
+
+def test_materialize_equals_incremental_and_nights_continue(tmp_path, spark):
+    root = make_project(tmp_path / "p", VIEWS)
+    model, gen = Model(), None
+    gen = BatchGenerator(21, model)
+    cycle = Cycle(load_project(root), spark=spark, progress=lambda _: None)
+    for n in range(3):
+        changes = gen.initial() if n == 0 else gen.night()
+        write_changes(root, f"b{n:04d}", changes)
+        cycle.run(f"b{n:04d}")
+        model.apply(changes)
+    incremental = served(cycle)
+    cycle.close()
+
+    # the warehouse file is lost: nightshift refuses to guess, materialize rebuilds it
+    (root / "warehouse.duckdb").unlink()
+    changes = gen.night()
+    write_changes(root, "b0003", changes)
+    cycle = Cycle(load_project(root), spark=spark, progress=lambda _: None)
+    with pytest.raises(WarehouseError, match="materialize"):
+        cycle.run("b0003")
+    cycle.materialize()
+    assert served(cycle) == incremental == model.recompute(VIEWS)
+    assert cycle.warehouse.ledger()[-1].kind == "materialize"
+    cycle.run("b0003")
+    model.apply(changes)
+    assert served(cycle) == model.recompute(VIEWS)
+    cycle.close()
+
+
+def test_changed_view_definitions_require_materialize(tmp_path, spark):
+    root = make_project(tmp_path / "p", FIGURE_1)
+    model = Model()
+    gen = BatchGenerator(22, model)
+    cycle = Cycle(load_project(root), spark=spark, progress=lambda _: None)
+    changes = gen.initial()
+    write_changes(root, "b0000", changes)
+    cycle.run("b0000")
+    model.apply(changes)
+    cycle.close()
+    views = {**FIGURE_1, "avg_price": EXTENDED["avg_price"]}
+    (root / "sql" / "summaries" / "avg_price.sql").write_text(EXTENDED["avg_price"])
+    changes = gen.night()
+    write_changes(root, "b0001", changes)
+    cycle = Cycle(load_project(root), spark=spark, progress=lambda _: None)
+    with pytest.raises(PlanChanged, match="run nightshift materialize"):
+        cycle.run("b0001")
+    assert cycle.status("b0001") == "pending"
+    cycle.materialize()
+    cycle.run("b0001")
+    model.apply(changes)
+    assert served(cycle) == model.recompute(views)
+    cycle.close()
