@@ -21,6 +21,8 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pyarrow.parquet as pq
+
 from lattice.errors import BadChangeBatch
 
 BATCH_ID = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -145,6 +147,13 @@ class Lake:
         tmp = p.with_suffix(".tmp")
         tmp.write_text(json.dumps(manifest, indent=1, default=str))
         os.replace(tmp, p)
+
+
+def parquet_rows(folder: Path | None) -> int:
+    """Row count of a folder of Parquet files from their footers (no Spark job); 0 for no folder."""
+    if folder is None:
+        return 0
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in Path(folder).glob("*.parquet"))
 
 
 def check_batch_id(batch: str) -> None:

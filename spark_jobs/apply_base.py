@@ -12,12 +12,11 @@ import math
 import time
 from typing import Callable
 
-import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 
 from lattice.ir import Plan, Table
 from nightshift.faults import checkpoint
-from nightshift.lake import Lake, LakeState
+from nightshift.lake import Lake, LakeState, parquet_rows
 from spark_jobs.changes import BatchInfo, load_batch, read_base
 
 
@@ -41,7 +40,7 @@ def apply_base(
         version = f"v-{batch}"
         new = _apply(spark, table, read_base(spark, lake, table, state), info)
         out = lake.base_version_dir(table.name, version)
-        rows = _rows(lake, table.name, state) + info.inserted[table.name] - info.deleted[table.name]
+        rows = parquet_rows(lake.current_base_dir(table.name, state)) + info.inserted[table.name] - info.deleted[table.name]
         new.coalesce(max(1, math.ceil(rows / ROWS_PER_FILE))).write.mode("overwrite").parquet(str(out))
         versions[table.name] = version
         counts[table.name] = {"inserted": info.inserted[table.name], "deleted": info.deleted[table.name]}
@@ -54,11 +53,6 @@ def apply_base(
 
 
 ROWS_PER_FILE = 4_000_000
-
-
-def _rows(lake: Lake, table: str, state: LakeState) -> int:
-    d = lake.current_base_dir(table, state)
-    return sum(pq.ParquetFile(f).metadata.num_rows for f in d.glob("*.parquet")) if d else 0
 
 
 def _apply(spark: SparkSession, table: Table, old: DataFrame, info: BatchInfo) -> DataFrame:

@@ -93,7 +93,7 @@ def load_batch(spark: SparkSession, lake: Lake, plan: Plan, batch: str, state: L
     register_base(spark, lake, plan, state)
     inserted, deleted = {}, {}
     for t in plan.schema.tables:
-        inserted[t.name], deleted[t.name] = _check_files(lake, t, batch, files.get(t.name, []))
+        inserted[t.name], deleted[t.name] = _check_files(t, batch, files.get(t.name, []))
         ins, dels = _read_changes(spark, t, files.get(t.name, []), inserted[t.name], deleted[t.name])
         ins.createOrReplaceTempView(f"__ns_ins_{t.name}")
         dels.createOrReplaceTempView(f"__ns_del_{t.name}")
@@ -141,7 +141,7 @@ def _read_changes(spark: SparkSession, table: Table, files: list[Path], n_ins: i
     return ins, dels
 
 
-def _check_files(lake: Lake, table: Table, batch: str, files: list[Path]) -> tuple[int, int]:
+def _check_files(table: Table, batch: str, files: list[Path]) -> tuple[int, int]:
     """Columns, types, _op values and NOT NULL columns of one table's change files; returns (#ins, #del)."""
     if not files:
         return 0, 0

@@ -10,7 +10,7 @@ from pyspark.sql import SparkSession
 
 from lattice import emit
 from lattice.ir import Plan
-from nightshift.lake import Lake, LakeState
+from nightshift.lake import Lake, LakeState, parquet_rows
 from spark_jobs.changes import register_base
 
 
@@ -28,7 +28,7 @@ def materialize(
         t = time.perf_counter()
         df = spark.sql(emit.to_dialect(emit.materialize(view), "spark"))
         df.write.mode("overwrite").parquet(str(out_root / view.name))
-        rows = spark.read.parquet(str(out_root / view.name)).count()
+        rows = parquet_rows(out_root / view.name)
         views[view.name] = {"rows": rows, "seconds": round(time.perf_counter() - t, 3)}
         progress(f"materialize: [{i}/{len(plan.views)}] {view.name}: {rows} rows in {views[view.name]['seconds']:.1f}s")
     return views

@@ -12,14 +12,13 @@ import time
 from pathlib import Path
 from typing import Callable
 
-import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lattice import emit
 from lattice.ir import Plan, View
 from nightshift.faults import checkpoint
-from nightshift.lake import Lake, LakeState
+from nightshift.lake import Lake, LakeState, parquet_rows
 from spark_jobs.changes import BatchInfo, load_batch
 
 
@@ -95,11 +94,6 @@ def _write_together(frames: list[tuple[int, View, DataFrame]], out: Path) -> Non
     for p in parts[1:]:
         union = union.unionByName(p, allowMissingColumns=True)
     union.repartition(PART).write.mode("overwrite").partitionBy(PART).parquet(str(out))
-
-
-def parquet_rows(folder) -> int:
-    """Row count from the Parquet footers (no Spark job)."""
-    return sum(pq.ParquetFile(f).metadata.num_rows for f in Path(folder).glob("*.parquet"))
 
 
 def _describe(info: BatchInfo) -> str:
