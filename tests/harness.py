@@ -80,6 +80,16 @@ def write_changes(root: Path, batch: str, changes: dict[str, list[tuple[str, tup
         pq.write_table(pa.Table.from_pydict(data, schema=schema), d / "part-0.parquet")
 
 
+def run_nights(cycle, root: Path, gen: "BatchGenerator", model: "Model", nights: int) -> None:
+    """Land and run the initial load plus `nights` random nights (batches b0000, b0001, ...),
+    applying each to the model too."""
+    for n in range(nights + 1):
+        changes = gen.initial() if n == 0 else gen.night()
+        write_changes(root, f"b{n:04d}", changes)
+        cycle.run(f"b{n:04d}")
+        model.apply(changes)
+
+
 class Model:
     """The base tables as Python bags, changed by batches independently of nightshift."""
 

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from harness import EXTENDED, FIGURE_1, BatchGenerator, Model, make_project, write_changes
+from harness import EXTENDED, FIGURE_1, BatchGenerator, Model, make_project, run_nights, write_changes
 from nightshift.config import load_project
 from nightshift.cycle import Cycle
 from nightshift.errors import InjectedCrash
@@ -30,11 +30,7 @@ def prepared(tmp_path_factory, spark):
     model = Model()
     gen = BatchGenerator(5, model)
     cycle = Cycle(load_project(root), spark=spark, progress=lambda _: None)
-    for n in range(3):
-        changes = gen.initial() if n == 0 else gen.night()
-        write_changes(root, f"b{n:04d}", changes)
-        cycle.run(f"b{n:04d}")
-        model.apply(changes)
+    run_nights(cycle, root, gen, model, 2)
     night = {}
     while not (night.get("pos") and any(op == "delete" for op, _ in night["pos"]) and night.get("items")):
         night = gen.night()

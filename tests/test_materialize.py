@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from harness import EXTENDED, FIGURE_1, BatchGenerator, Model, make_project, write_changes
+from harness import EXTENDED, FIGURE_1, BatchGenerator, Model, make_project, run_nights, write_changes
 from lattice.errors import PlanChanged, WarehouseError
 from nightshift.config import load_project
 from nightshift.cycle import Cycle
@@ -21,14 +21,10 @@ def served(cycle):
 
 def test_materialize_equals_incremental_and_nights_continue(tmp_path, spark):
     root = make_project(tmp_path / "p", VIEWS)
-    model, gen = Model(), None
+    model = Model()
     gen = BatchGenerator(21, model)
     cycle = Cycle(load_project(root), spark=spark, progress=lambda _: None)
-    for n in range(3):
-        changes = gen.initial() if n == 0 else gen.night()
-        write_changes(root, f"b{n:04d}", changes)
-        cycle.run(f"b{n:04d}")
-        model.apply(changes)
+    run_nights(cycle, root, gen, model, 2)
     incremental = served(cycle)
     cycle.close()
 
@@ -53,10 +49,7 @@ def test_changed_view_definitions_require_materialize(tmp_path, spark):
     model = Model()
     gen = BatchGenerator(22, model)
     cycle = Cycle(load_project(root), spark=spark, progress=lambda _: None)
-    changes = gen.initial()
-    write_changes(root, "b0000", changes)
-    cycle.run("b0000")
-    model.apply(changes)
+    run_nights(cycle, root, gen, model, 0)
     cycle.close()
     views = {**FIGURE_1, "avg_price": EXTENDED["avg_price"]}
     (root / "sql" / "summaries" / "avg_price.sql").write_text(EXTENDED["avg_price"])
