@@ -169,3 +169,240 @@ class Plan:
     @property
     def fact_tables(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(v.fact for v in self.views))
+
+
+# ---------------------------------------------------------------- the D-lattice (paper 001, Section 5)
+#
+# The lattice is a value like Plan: nodes are summary-deltas (the change set of a fact table, every
+# declared view, implied points), edges are the derives relation v_lower ≺^{d1..dm} v_upper of 5.1 with
+# its join labels. `lattice.dlattice.build_lattice` lists the passes that fill it in.
+
+
+@dataclass(frozen=True)
+class LatticeNode:
+    """A point of the V-/D-lattice (5.1, 5.4): the GROUP BY shape of a summary-delta.
+
+    kind 'changes' is the change set of a fact table (the top of its D-lattice; its keys are every fact
+    column and its COUNT(*) is the sign of a row, so Table 2's aggregate sources are the generic rules of
+    5.1), 'view' a declared summary table, 'implied' a point added to connect views (vlattice).
+    Keys with declared=False include the lattice-friendly augmentations (5.2): hidden, never served.
+    """
+
+    name: str
+    kind: str  # 'changes' | 'view' | 'implied'
+    fact: str
+    where: str | None
+    tables: tuple[str, ...]  # fact first, then the dimensions joined to compute it from the change set
+    joins: tuple[Join, ...]
+    keys: tuple[GroupKey, ...]
+    arguments: tuple[Argument, ...] = ()
+    stored: tuple[StoredAggregate, ...] = ()
+
+    @property
+    def count_column(self) -> str:
+        """The COUNT(*) of a group (Y of 5.1 and Appendix B)."""
+        return next(s.column for s in self.stored if s.kind == "count_star")
+
+    def argument(self, index: int) -> Argument:
+        return next(a for a in self.arguments if a.index == index)
+
+    def key(self, name: str) -> GroupKey | None:
+        return next((k for k in self.keys if k.name == name), None)
+
+    @property
+    def label(self) -> str:
+        """The paper names a point by its group-by attributes, e.g. sCD_sales(city, date, +region)."""
+        if self.kind == "changes":
+            return f"{self.name} (changes of {self.fact})"
+        keys = [k.name if k.declared else f"+{k.name}" for k in self.keys]
+        return f"{self.name}({', '.join(keys)})"
+
+
+@dataclass(frozen=True)
+class AttributeSource:
+    """Where an attribute the lower node needs is read along an edge: a key of the upper node, or a
+    column of a dimension joined on the edge."""
+
+    ref: ColumnRef  # the attribute (a base-table column)
+    relation: str  # the upper node's name, or the dimension table joined on the edge
+    column: str  # the upper node's key name, or the dimension's column
+
+
+@dataclass(frozen=True)
+class JoinStep:
+    """One dimension join along an edge: the superscript d of v1 ≺^d v2 (5.1, Example 5.3).
+
+    via 'key': `on` equals the dimension's key columns `key` (a foreign key, or the dimension's primary
+    key held by the upper node); every column of the dimension becomes available.
+    via 'dependency': `on` equals the left side `key` of a declared functional dependency; the join reads
+    the DISTINCT projection of the dimension on key + columns (one row per key value, since key -> columns)
+    and must compare null-safely (IS NOT DISTINCT FROM).
+    """
+
+    table: str
+    on: tuple[AttributeSource, ...]
+    key: tuple[str, ...]
+    via: str  # 'key' | 'dependency'
+    columns: tuple[str, ...]  # the dimension's columns the edge reads (projection pushed down, App. B)
+
+
+@dataclass(frozen=True)
+class AggregateSource:
+    """How one stored aggregate of the lower node is computed from the upper node's rows (5.1, App. B).
+
+    rule 'sum'            SUM(upper.source)        COUNT(*) and COUNT(e) as SUM of counts, SUM(e) as SUM of sums
+    rule 'min' / 'max'    MIN/MAX(upper.source)
+    rule 'sum_weighted'   SUM(e * Y)               e over attributes of the upper rows (5.1: SUM(A*Y))
+    rule 'count_weighted' SUM(CASE WHEN e IS NULL THEN 0 ELSE Y END)
+    rule 'min_over_keys' / 'max_over_keys'  MIN/MAX(e) over upper rows with Y > 0
+    where Y is the upper node's COUNT(*) column (`weight`). From the change set Y is the row's sign, so
+    these are exactly Table 2's aggregate sources.
+    """
+
+    column: str  # the lower node's stored column
+    rule: str
+    source: str  # the upper's stored column, or e as qualified SQL (columns resolved by Edge.attributes)
+    weight: str | None = None  # Y for the *_weighted and *_over_keys rules
+
+
+@dataclass(frozen=True)
+class Edge:
+    """lower ≺^{joins} upper (5.1): the lower summary-delta is one GROUP BY over the upper's rows joined
+    with the labelled dimensions. `uses` lists the upper's columns the edge reads (App. B: what is
+    essential at the upper node for this outgoing edge)."""
+
+    upper: str
+    lower: str
+    joins: tuple[JoinStep, ...]
+    attributes: tuple[AttributeSource, ...]  # lower keys, filter and argument columns read on the edge
+    aggregates: tuple[AggregateSource, ...]
+    where: str | None = None  # filter applied along the edge (only from an unfiltered upper, e.g. the change set)
+    uses: tuple[str, ...] = ()
+    cover: bool = False  # in the transitive reduction: the edges a figure draws (Figure 9)
+
+    @property
+    def join_labels(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(j.table for j in self.joins))
+
+
+@dataclass(frozen=True)
+class NotDerivable:
+    """lower cannot be derived from upper, and why (different filter, missing aggregate, ...)."""
+
+    upper: str
+    lower: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Augmentation:
+    """Lattice-friendly extension of a node (5.2, Example 5.4), kept as data, never applied to a View.
+
+    kind 'attribute': the node also groups by `ref` (hidden key `name`), functionally determined by its
+    attributes `determined_by`, so the groups do not change. kind 'aggregate': the node also keeps the
+    stored aggregate `name` (`aggregate` kind over `argument`). `enables` names the lower nodes whose
+    edge from this node reads it. Only the summary-delta needs it (Figure 3's sd_sCD_sales has region);
+    whether the summary table stores it too is a storage decision.
+    """
+
+    node: str
+    kind: str  # 'attribute' | 'aggregate'
+    name: str  # hidden key name, or hidden stored column
+    ref: ColumnRef | None = None
+    determined_by: tuple[ColumnRef, ...] = ()
+    aggregate: str | None = None  # for kind 'aggregate': count | sum | min | max
+    argument: str | None = None  # qualified SQL of its argument
+    argument_type: str | None = None
+    type: str | None = None  # the hidden column's type
+    enables: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Essentials:
+    """Appendix B's marks at a node: what its own definition needs (not what its edges need)."""
+
+    node: str
+    tables: tuple[str, ...]
+    attributes: tuple[ColumnRef, ...]
+    aggregates: tuple[str, ...]  # stored columns
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One way to compute a summary-delta (5.5): from `parent` at cost parent_rows + join_rows."""
+
+    parent: str
+    parent_rows: int  # rows read from the parent (the change set, or a summary-delta)
+    join_rows: int  # dimension rows read by the edge's joins (and old fact rows for dimension-change terms)
+    valid: bool = True
+    reason: str = ""
+
+    @property
+    def cost(self) -> int:
+        return self.parent_rows + self.join_rows
+
+
+@dataclass(frozen=True)
+class ParentChoice:
+    """The parent chosen for a summary-delta (5.5) and every candidate considered (costed on the lattice
+    before Appendix B dropped the augmentations that only unchosen edges read)."""
+
+    node: str
+    parent: str
+    candidates: tuple[Candidate, ...]
+    requires_unchanged: tuple[str, ...] = ()  # dimensions joined on the edge: the choice is wrong if they change
+
+    @property
+    def chosen(self) -> Candidate:
+        return next(c for c in self.candidates if c.parent == self.parent)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Estimated rows of a node's summary-delta for one batch, and what the estimate rests on."""
+
+    node: str
+    rows: int
+    basis: str
+
+
+@dataclass(frozen=True)
+class Lattice:
+    """The optimized D-lattice (5.4, Theorem 5.1: identical to the V-lattice modulo table names)."""
+
+    nodes: tuple[LatticeNode, ...]
+    edges: tuple[Edge, ...] = ()  # the derives relation, made acyclic
+    not_derivable: tuple[NotDerivable, ...] = ()
+    augmentations: tuple[Augmentation, ...] = ()
+    essentials: tuple[Essentials, ...] = ()
+    parents: tuple[ParentChoice, ...] = ()
+    estimates: tuple[Estimate, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def node(self, name: str) -> LatticeNode:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(name)
+
+    def edge(self, upper: str, lower: str) -> Edge | None:
+        return next((e for e in self.edges if e.upper == upper and e.lower == lower), None)
+
+    def edges_into(self, lower: str) -> tuple[Edge, ...]:
+        return tuple(e for e in self.edges if e.lower == lower)
+
+    def edges_from(self, upper: str) -> tuple[Edge, ...]:
+        return tuple(e for e in self.edges if e.upper == upper)
+
+    @property
+    def cover_edges(self) -> tuple[Edge, ...]:
+        return tuple(e for e in self.edges if e.cover)
+
+    def parent_of(self, name: str) -> str | None:
+        return next((p.parent for p in self.parents if p.node == name), None)
+
+    def estimate(self, name: str) -> Estimate | None:
+        return next((e for e in self.estimates if e.node == name), None)
+
+    def why_not(self, upper: str, lower: str) -> str | None:
+        return next((n.reason for n in self.not_derivable if n.upper == upper and n.lower == lower), None)

@@ -1,0 +1,306 @@
+"""Show a D-lattice to a person: text, a JSON-ready dict, Graphviz DOT (plan.dot) and a PNG (plan.png).
+
+Nodes are named by view and group-by attributes as in the paper's figures ("+region" marks a hidden
+lattice-friendly attribute, Example 5.4); edges carry their join labels (Example 5.3); the chosen
+parent of every summary-delta (5.5) is drawn solid, other lattice edges dashed. Estimated rows are
+shown next to actual rows when those are given (e.g. after a propagate run).
+
+The PNG is drawn in pure Python with matplotlib (no Graphviz binary needed): a layered layout, one
+layer per depth below the change set. matplotlib (already in requirements.txt) is imported inside
+write_png only, so the compiler itself still needs nothing beyond sqlglot and the standard library.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from lattice.ir import Edge, JoinStep, Lattice, LatticeNode
+from lattice.passes.derives import topological_order
+
+Rows = dict[str, int] | None
+
+
+# ------------------------------------------------------------------ shared pieces
+
+
+def join_text(j: JoinStep) -> str:
+    on = ", ".join(s.column for s in j.on)
+    if j.via == "dependency":
+        return f"{j.table} on {on} ({', '.join(j.key)} -> {', '.join(c for c in j.columns if c not in j.key)})"
+    return f"{j.table} on {on}"
+
+
+def edge_label(e: Edge) -> str:
+    return ", ".join(e.join_labels)
+
+
+def drawn_edges(lattice: Lattice) -> tuple[Edge, ...]:
+    """The cover edges (Figure 9) plus any chosen parent edge that is not one."""
+    chosen = {(p.parent, p.node) for p in lattice.parents}
+    return tuple(e for e in lattice.edges if e.cover or (e.upper, e.lower) in chosen)
+
+
+def is_chosen(lattice: Lattice, e: Edge) -> bool:
+    return lattice.parent_of(e.lower) == e.upper
+
+
+def rows_text(lattice: Lattice, name: str, actual: Rows) -> str:
+    est = lattice.estimate(name)
+    parts = [f"est {est.rows:,}" if est else "est ?"]
+    if actual is not None and name in actual:
+        parts.append(f"actual {actual[name]:,}")
+    return " | ".join(parts)
+
+
+def keys_text(node: LatticeNode) -> str:
+    if node.kind == "changes":
+        return f"changes of {node.fact}"
+    return "(" + ", ".join(k.name if k.declared else f"+{k.name}" for k in node.keys) + ")"
+
+
+# ------------------------------------------------------------------ text
+
+
+def to_text(lattice: Lattice, actual_rows: Rows = None) -> str:
+    lines = [
+        f"D-lattice (paper 001, 5.4): {len(lattice.nodes)} nodes, {len(lattice.edges)} derives edges, "
+        f"{len(lattice.cover_edges)} in the lattice drawing",
+        "",
+        "nodes (parent: where the summary-delta is computed from; rows: estimated | actual)",
+    ]
+    for name in topological_order(lattice):
+        node = lattice.node(name)
+        choice = next((p for p in lattice.parents if p.node == name), None)
+        parent = f"from {choice.parent} (cost {choice.chosen.cost:,})" if choice else "top"
+        shape = "" if node.kind == "changes" else keys_text(node)
+        lines.append(f"  {node.name}{shape}  [{node.kind}]  {parent}  rows {rows_text(lattice, name, actual_rows)}")
+    lines += ["", "edges (upper -> lower: joins; * chosen parent)"]
+    for e in drawn_edges(lattice):
+        joins = "; ".join(join_text(j) for j in e.joins) or "no join"
+        where = f"; WHERE {e.where}" if e.where else ""
+        lines.append(f"  {'*' if is_chosen(lattice, e) else ' '} {e.upper} -> {e.lower}: {joins}{where}")
+    if lattice.augmentations:
+        lines += ["", "augmentations (5.2, hidden: the serving contract is unchanged)"]
+        for a in lattice.augmentations:
+            if a.kind == "attribute":
+                by = ", ".join(f"{r.table}.{r.column}" for r in a.determined_by)
+                what = f"+{a.name} = {a.ref.table}.{a.ref.column} (determined by {by})"
+            else:
+                what = f"+{a.name} = {a.aggregate.upper()}({a.argument})"
+            lines.append(f"  {a.node}: {what}, read by {', '.join(a.enables) or 'no edge'}")
+    if lattice.notes:
+        lines += ["", "notes"] + [f"  {n}" for n in lattice.notes]
+    return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------ JSON
+
+
+def to_dict(lattice: Lattice, actual_rows: Rows = None) -> dict:
+    def ref(r):
+        return f"{r.table}.{r.column}"
+
+    nodes = []
+    for n in lattice.nodes:
+        est = lattice.estimate(n.name)
+        item = {
+            "name": n.name,
+            "kind": n.kind,
+            "label": n.label,
+            "fact": n.fact,
+            "where": n.where,
+            "tables": list(n.tables),
+            "keys": [{"name": k.name, "attribute": ref(k.ref), "hidden": not k.declared} for k in n.keys],
+            "aggregates": [
+                {"column": s.column, "kind": s.kind, "argument": n.argument(s.arg).sql if s.arg else None} for s in n.stored
+            ],
+            "parent": lattice.parent_of(n.name),
+            "estimated_rows": est.rows if est else None,
+            "estimate_basis": est.basis if est else None,
+        }
+        if actual_rows is not None:
+            item["actual_rows"] = actual_rows.get(n.name)
+        nodes.append(item)
+    edges = [
+        {
+            "upper": e.upper,
+            "lower": e.lower,
+            "joins": [
+                {"table": j.table, "via": j.via, "on": [s.column for s in j.on], "key": list(j.key), "columns": list(j.columns)}
+                for j in e.joins
+            ],
+            "where": e.where,
+            "aggregates": [{"column": a.column, "rule": a.rule, "source": a.source, "weight": a.weight} for a in e.aggregates],
+            "cover": e.cover,
+            "chosen": is_chosen(lattice, e),
+        }
+        for e in lattice.edges
+    ]
+    parents = [
+        {
+            "node": p.node,
+            "parent": p.parent,
+            "requires_unchanged": list(p.requires_unchanged),
+            "candidates": [
+                {
+                    "parent": c.parent,
+                    "parent_rows": c.parent_rows,
+                    "join_rows": c.join_rows,
+                    "cost": c.cost,
+                    "valid": c.valid,
+                    "reason": c.reason,
+                }
+                for c in p.candidates
+            ],
+        }
+        for p in lattice.parents
+    ]
+    augmentations = [
+        {
+            "node": a.node,
+            "kind": a.kind,
+            "name": a.name,
+            "attribute": ref(a.ref) if a.ref else None,
+            "determined_by": [ref(r) for r in a.determined_by],
+            "aggregate": a.aggregate,
+            "argument": a.argument,
+            "enables": list(a.enables),
+        }
+        for a in lattice.augmentations
+    ]
+    return {
+        "nodes": nodes,
+        "edges": edges,
+        "not_derivable": [{"upper": n.upper, "lower": n.lower, "reason": n.reason} for n in lattice.not_derivable],
+        "augmentations": augmentations,
+        "parents": parents,
+        "notes": list(lattice.notes),
+    }
+
+
+def to_json(lattice: Lattice, actual_rows: Rows = None) -> str:
+    return json.dumps(to_dict(lattice, actual_rows), indent=2, ensure_ascii=False)
+
+
+# ------------------------------------------------------------------ Graphviz DOT
+
+
+def _dot_string(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def to_dot(lattice: Lattice, actual_rows: Rows = None) -> str:
+    lines = [
+        "digraph dlattice {",
+        "  rankdir=TB;",
+        '  node [shape=box, style=rounded, fontname="Helvetica", fontsize=10];',
+        '  edge [fontname="Helvetica", fontsize=9];',
+    ]
+    styles = {"changes": "dashed", "view": "rounded", "implied": "dotted"}
+    for n in lattice.nodes:
+        label = f"{n.name}\n{keys_text(n)}\n{rows_text(lattice, n.name, actual_rows)}"
+        lines.append(f"  {_dot_string(n.name)} [label={_dot_string(label)}, style={_dot_string(styles[n.kind])}];")
+    for e in drawn_edges(lattice):
+        attrs = [f"label={_dot_string(edge_label(e))}"]
+        attrs.append("penwidth=2" if is_chosen(lattice, e) else "style=dashed")
+        lines.append(f"  {_dot_string(e.upper)} -> {_dot_string(e.lower)} [{', '.join(attrs)}];")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------ PNG
+
+
+def layers(lattice: Lattice) -> list[list[str]]:
+    """Longest-path layering over the drawn edges, each layer ordered by its parents' positions."""
+    edges = drawn_edges(lattice)
+    depth: dict[str, int] = {}
+    for name in topological_order(lattice):
+        ups = [depth[e.upper] for e in edges if e.lower == name and e.upper in depth]
+        depth[name] = max(ups, default=-1) + 1
+    out: list[list[str]] = [[] for _ in range(max(depth.values(), default=-1) + 1)]
+    for name in topological_order(lattice):
+        out[depth[name]].append(name)
+    for i in range(1, len(out)):
+        pos = {n: k for k, n in enumerate(out[i - 1])}
+        for j in range(i - 1):
+            pos.update({n: k for k, n in enumerate(out[j])})
+
+        def centre(name: str) -> float:
+            ups = [pos[e.upper] for e in edges if e.lower == name and e.upper in pos]
+            return sum(ups) / len(ups) if ups else 0.0
+
+        out[i].sort(key=lambda n: (centre(n), n))
+    return out
+
+
+def write_png(lattice: Lattice, path: str | Path, actual_rows: Rows = None, title: str = "D-lattice") -> Path:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+
+    rows = layers(lattice)
+    text = {n.name: [n.name, keys_text(n), rows_text(lattice, n.name, actual_rows)] for n in lattice.nodes}
+    char_w, line_h, gap_x, gap_y = 0.075, 0.2, 0.45, 1.0
+    width = {n: max(len(s) for s in t) * char_w + 0.3 for n, t in text.items()}
+    height = 3 * line_h + 0.2
+    layer_w = [sum(width[n] for n in layer) + gap_x * (len(layer) - 1) for layer in rows]
+    legend = "solid: chosen parent (5.5)   dashed: other lattice edge   label: dimension joined on the edge   +attr: hidden"
+    fig_w = max(max(layer_w, default=1) + 1.0, len(legend) * 0.065 + 0.5)
+    fig_h = len(rows) * (height + gap_y) + 1.0
+    centre: dict[str, tuple[float, float]] = {}
+    for i, layer in enumerate(rows):
+        x = (fig_w - layer_w[i]) / 2
+        y = fig_h - 0.8 - i * (height + gap_y) - height / 2
+        for n in layer:
+            centre[n] = (x + width[n] / 2, y)
+            x += width[n] + gap_x
+
+    fig = Figure(figsize=(fig_w, fig_h), dpi=110)
+    FigureCanvasAgg(fig)
+    ax = fig.add_axes([0, 0, 1, 1])
+    ax.set_xlim(0, fig_w)
+    ax.set_ylim(0, fig_h)
+    ax.axis("off")
+    ax.text(0.2, fig_h - 0.3, title, fontsize=11, fontweight="bold", va="center")
+    styles = {"changes": "--", "view": "-", "implied": ":"}
+    for name, (cx, cy) in centre.items():
+        node = lattice.node(name)
+        box = FancyBboxPatch(
+            (cx - width[name] / 2, cy - height / 2), width[name], height,
+            boxstyle="round,pad=0.02,rounding_size=0.08", linewidth=1.2, linestyle=styles[node.kind],
+            edgecolor="#333333", facecolor="#eef3fb" if node.kind == "view" else "#f7f7f7",
+        )
+        ax.add_patch(box)
+        name_line, keys_line, rows_line = text[name]
+        ax.text(cx, cy + line_h, name_line, ha="center", va="center", fontsize=9, fontweight="bold")
+        ax.text(cx, cy, keys_line, ha="center", va="center", fontsize=8.5)
+        ax.text(cx, cy - line_h, rows_line, ha="center", va="center", fontsize=8, color="#444444")
+    for e in drawn_edges(lattice):
+        (x1, y1), (x2, y2) = centre[e.upper], centre[e.lower]
+        chosen = is_chosen(lattice, e)
+        arrow = FancyArrowPatch(
+            (x1, y1 - height / 2), (x2, y2 + height / 2), arrowstyle="-|>", mutation_scale=12,
+            linewidth=2.0 if chosen else 1.0, linestyle="-" if chosen else "--",
+            color="#1f4e9c" if chosen else "#888888", shrinkA=2, shrinkB=2,
+        )
+        ax.add_patch(arrow)
+        if e.join_labels:
+            ax.text((x1 + x2) / 2, (y1 + y2) / 2, edge_label(e), ha="center", va="center", fontsize=8,
+                    bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "#bbbbbb"})
+    ax.text(0.2, 0.3, legend, fontsize=7.5, color="#555555", va="center")
+    path = Path(path)
+    fig.savefig(path)
+    return path
+
+
+def write_files(lattice: Lattice, directory: str | Path, actual_rows: Rows = None) -> tuple[Path, Path, Path]:
+    """plan.dot, plan.png and plan.json in `directory`."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    dot = directory / "plan.dot"
+    dot.write_text(to_dot(lattice, actual_rows), encoding="utf-8")
+    js = directory / "plan.json"
+    js.write_text(to_json(lattice, actual_rows), encoding="utf-8")
+    return dot, write_png(lattice, directory / "plan.png", actual_rows), js
