@@ -16,7 +16,7 @@ import warnings
 import pytest
 
 from harness import FIGURE_1, SCHEMA_SQL
-from lattice import render
+from nightshift import render
 from lattice.compile import compile_project
 from lattice.dlattice import Statistics, build_lattice
 from lattice.errors import ConfigError
