@@ -132,6 +132,7 @@ class View:
     arguments: tuple[Argument, ...] = ()
     stored: tuple[StoredAggregate, ...] = ()
     outputs: tuple[Output, ...] = ()
+    quoted: tuple[str, ...] = ()  # names written "quoted" in the view's SQL (case-sensitive on PostgreSQL)
 
     @property
     def dimensions(self) -> tuple[str, ...]:

@@ -33,3 +33,53 @@ def spark():
 def quiet():
     messages: list[str] = []
     return messages.append
+
+
+# ---------------------------------------------------------------- warehouse backends
+PG_URL = os.environ.get("NIGHTSHIFT_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+BACKENDS = ("duckdb", "postgresql")
+
+
+@pytest.fixture(scope="session")
+def pg_schemas():
+    """make(name) -> a SQLAlchemy URL on a fresh PostgreSQL schema; all of them are dropped at the end
+    of the session. An unreachable PostgreSQL skips the PostgreSQL tests, except under CI=true where
+    it fails them."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(PG_URL, poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as c:
+            c.exec_driver_sql("SELECT 1")
+    except Exception as e:  # noqa: BLE001 - any connection failure means "no PostgreSQL here"
+        msg = f"PostgreSQL at {PG_URL} is unreachable ({type(e).__name__}); start it or set NIGHTSHIFT_TEST_PG_URL"
+        if os.environ.get("CI") == "true":
+            pytest.fail(msg)
+        pytest.skip(msg)
+    prefix = f"ns_t{os.getpid()}_"
+    created: list[str] = []
+
+    def make(name: str) -> str:
+        schema = prefix + "".join(ch if ch.isalnum() else "_" for ch in name.lower())[:40] + f"_{len(created)}"
+        with engine.begin() as c:
+            c.exec_driver_sql(f'CREATE SCHEMA "{schema}"')
+        created.append(schema)
+        return f"{PG_URL}?options=-csearch_path%3D{schema}"
+
+    yield make
+    with engine.begin() as c:
+        for schema in created:
+            c.exec_driver_sql(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    engine.dispose()
+
+
+@pytest.fixture
+def warehouse_url(request):
+    """warehouse_url(backend, name) -> None (the project's DuckDB file) or a fresh PostgreSQL schema."""
+
+    def make(backend: str, name: str) -> str | None:
+        if backend == "duckdb":
+            return None
+        return request.getfixturevalue("pg_schemas")(name)
+
+    return make

@@ -68,6 +68,49 @@ def make_project(root: Path, views: dict[str, str], schema_sql: str = SCHEMA_SQL
     return root
 
 
+def project_url(root: Path) -> str:
+    import tomllib
+
+    return tomllib.loads((root / "nightshift.toml").read_text())["warehouse"]["url"]
+
+
+def copy_project(src: Path, dst: Path, pg_schemas=None) -> Path:
+    """Copy a project folder; a PostgreSQL warehouse is copied into a fresh schema (tables with their
+    indexes, rows and serving views) and the copy's nightshift.toml points at it."""
+    import shutil
+
+    shutil.copytree(src, dst)
+    url = project_url(src)
+    if not url.startswith("postgresql"):
+        return dst
+    import sqlalchemy as sa
+
+    new_url = pg_schemas(dst.name)
+    old_schema, new_schema = (u.split("search_path%3D")[1] for u in (url, new_url))
+    engine = sa.create_engine(new_url, poolclass=sa.pool.NullPool)
+    with engine.begin() as c:
+        tables = c.exec_driver_sql(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s AND table_type = 'BASE TABLE'",
+            (old_schema,),
+        ).scalars().all()
+        for t in tables:
+            c.exec_driver_sql(f'CREATE TABLE "{t}" (LIKE "{old_schema}"."{t}" INCLUDING ALL)')
+            c.exec_driver_sql(f'INSERT INTO "{t}" SELECT * FROM "{old_schema}"."{t}"')
+        c.exec_driver_sql(f'SET LOCAL search_path = "{old_schema}"')
+        views = c.exec_driver_sql(
+            "SELECT c.relname, pg_get_viewdef(c.oid) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relkind = 'v'",
+            (old_schema,),
+        ).fetchall()
+        c.exec_driver_sql(f'SET LOCAL search_path = "{new_schema}"')
+        for name, definition in views:
+            c.exec_driver_sql(f'CREATE VIEW "{name}" AS {definition}')
+    engine.dispose()
+    toml = dst / "nightshift.toml"
+    toml.write_text(toml.read_text().replace(url, new_url))
+    return dst
+
+
 def write_changes(root: Path, batch: str, changes: dict[str, list[tuple[str, tuple]]]) -> None:
     """changes: table -> [(op, row)]; writes lake/changes/<table>/batch_id=<batch>/part-0.parquet."""
     for table, rows in changes.items():

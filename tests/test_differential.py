@@ -10,17 +10,18 @@ import os
 
 import pytest
 
+from conftest import BACKENDS
 from harness import EXTENDED, FIGURE_1, BatchGenerator, Model, make_project, write_changes
 from nightshift.config import load_project
 from nightshift.cycle import Cycle
 from nightshift.oracle import bag, duckdb_base
 
-BATCHES = int(os.environ.get("NIGHTSHIFT_DIFF_BATCHES", "38"))
-CASES = [(seed, name) for seed in (1, 2, 3, 4) for name in ("figure1", "extended")]
+BATCHES = int(os.environ.get("NIGHTSHIFT_DIFF_BATCHES", "20"))
+CASES = [(backend, seed, name) for backend in BACKENDS for seed in (1, 2, 3, 4) for name in ("figure1", "extended")]
 
 
-def run_random_nights(tmp_path, spark, views: dict, seed: int, nights: int, quiet) -> int:
-    root = make_project(tmp_path / f"p{seed}", views)
+def run_random_nights(tmp_path, spark, views: dict, seed: int, nights: int, quiet, url: str | None = None) -> int:
+    root = make_project(tmp_path / f"p{seed}", views, url=url)
     model = Model()
     gen = BatchGenerator(seed, model)
     cycle = Cycle(load_project(root), spark=spark, progress=quiet)
@@ -47,7 +48,8 @@ def run_random_nights(tmp_path, spark, views: dict, seed: int, nights: int, quie
     return checked
 
 
-@pytest.mark.parametrize("seed,view_set", CASES)
-def test_random_batches_equal_recomputation(tmp_path, spark, quiet, seed, view_set):
+@pytest.mark.parametrize("backend,seed,view_set", CASES)
+def test_random_batches_equal_recomputation(tmp_path, spark, quiet, warehouse_url, backend, seed, view_set):
     views = FIGURE_1 if view_set == "figure1" else EXTENDED
-    assert run_random_nights(tmp_path, spark, views, seed, BATCHES, quiet) == BATCHES + 1
+    url = warehouse_url(backend, f"diff_{seed}_{view_set}")
+    assert run_random_nights(tmp_path, spark, views, seed, BATCHES, quiet, url) == BATCHES + 1

@@ -3,11 +3,10 @@ transaction, rerun it, and the final state equals a clean run's (ledger holds th
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
-from harness import EXTENDED, FIGURE_1, BatchGenerator, Model, make_project, run_nights, write_changes
+from conftest import BACKENDS
+from harness import EXTENDED, FIGURE_1, BatchGenerator, Model, copy_project, make_project, run_nights, write_changes
 from nightshift.config import load_project
 from nightshift.cycle import Cycle
 from nightshift.errors import InjectedCrash
@@ -21,12 +20,13 @@ CRASH_POINTS = (
 )
 
 
-@pytest.fixture(scope="module")
-def prepared(tmp_path_factory, spark):
+@pytest.fixture(scope="module", params=BACKENDS)
+def prepared(request, tmp_path_factory, spark):
     """A project after two nights, plus night 3 (with deletes and a dimension change) landed but not run,
-    and a clean run of night 3 on a copy to compare against."""
+    and a clean run of night 3 on a copy to compare against; on each warehouse backend."""
     base = tmp_path_factory.mktemp("faults")
-    root = make_project(base / "proj", VIEWS)
+    pg = request.getfixturevalue("pg_schemas") if request.param == "postgresql" else None
+    root = make_project(base / "proj", VIEWS, url=pg("faults") if pg else None)
     model = Model()
     gen = BatchGenerator(5, model)
     cycle = Cycle(load_project(root), spark=spark, progress=lambda _: None)
@@ -39,13 +39,12 @@ def prepared(tmp_path_factory, spark):
             night["items"] = [("delete", old), ("insert", (old[0], "c9", old[2]))]
     write_changes(root, "b0003", night)
     cycle.close()
-    clean = base / "clean"
-    shutil.copytree(root, clean)
+    clean = copy_project(root, base / "clean", pg)
     c = Cycle(load_project(clean), spark=spark, progress=lambda _: None)
     c.run("b0003")
     c.close()
     model.apply(night)
-    return root, clean, model
+    return root, clean, model, pg
 
 
 def state_of(root, spark) -> dict:
@@ -64,9 +63,8 @@ def state_of(root, spark) -> dict:
 
 @pytest.mark.parametrize("point", CRASH_POINTS)
 def test_crash_then_rerun_equals_clean_run(prepared, tmp_path, spark, monkeypatch, point):
-    root, clean, model = prepared
-    work = tmp_path / "proj"
-    shutil.copytree(root, work)
+    root, clean, model, pg = prepared
+    work = copy_project(root, tmp_path / "proj", pg)
     cycle = Cycle(load_project(work), spark=spark, progress=lambda _: None)
     if point == "after_refresh":
         cycle.propagate("b0003")

@@ -1,10 +1,17 @@
-"""Everything that differs between warehouse backends lives here (one class per backend)."""
+"""Everything that differs between warehouse backends lives here (one class per backend).
+
+A dialect names things (PostgreSQL folds unquoted names to lower case), writes the DDL of a
+summary table, stages Parquet summary-deltas into a temporary table (DuckDB `read_parquet`,
+PostgreSQL `COPY`), serializes refreshes, and merges one staged summary-delta into its summary
+table by Figure 8 of paper 001.
+"""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
-from lattice.ir import View
+from lattice.ir import StoredAggregate, View
 
 
 def q(name: str) -> str:
@@ -15,43 +22,257 @@ def lit(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
+# ---------------------------------------------------------------- Figure 8, shared by every backend
+
+
+def merged(view: View, s: StoredAggregate, t: str, c: str, lost: str) -> str:
+    """Figure 8's new value of stored aggregate s of an existing group t given its summary-delta c.
+
+    `lost` is the SQL of "this group lost rows in this batch" (its MIN/MAX in c is then exact)."""
+    col = q(s.column)
+    if s.kind in ("count_star", "count"):
+        return f"{t}.{col} + {c}.{col}"
+    cnt = q(view.stored_of("count", s.arg).column)
+    empty = f"{t}.{cnt} + {c}.{cnt} = 0"
+    if s.kind == "sum":
+        return f"CASE WHEN {empty} THEN NULL ELSE COALESCE({t}.{col}, 0) + COALESCE({c}.{col}, 0) END"
+    pick = "LEAST" if s.kind == "min" else "GREATEST"
+    return f"CASE WHEN {empty} THEN NULL WHEN {lost} THEN {c}.{col} ELSE {pick}({t}.{col}, {c}.{col}) END"
+
+
+def fresh(view: View, s: StoredAggregate, c: str) -> str:
+    """A new group's stored aggregate: the delta's, NULL where its COUNT(e) is 0 (Figure 8)."""
+    col = q(s.column)
+    if s.kind in ("count_star", "count"):
+        return f"{c}.{col}"
+    cnt = q(view.stored_of("count", s.arg).column)
+    return f"CASE WHEN {c}.{cnt} = 0 THEN NULL ELSE {c}.{col} END"
+
+
+def delta_columns(view: View) -> list[tuple[str, str]]:
+    """(column, type) of a staged summary-delta: group-by columns, stored aggregates, _ns_lost."""
+    return [(k.name, k.type) for k in view.keys] + [(s.column, s.type) for s in view.stored] + [("_ns_lost", "INTEGER")]
+
+
 class Dialect:
     name = "generic"
+
+    # ------------------------------------------------------------ names
+    def fold(self, view: View, name: str) -> str:
+        """The name as the warehouse stores it (unquoted names keep their spelling here)."""
+        return name
+
+    def col(self, view: View, name: str) -> str:
+        return q(self.fold(view, name))
+
+    def table(self, view: View) -> str:
+        """The storage table "<view>__ns" (group-by columns + hidden aggregates)."""
+        return q(self.fold(view, view.name) + "__ns")
+
+    def serving(self, view: View) -> str:
+        return q(self.fold(view, view.name))
 
     def column_type(self, t: str) -> str:
         return t
 
-    def stage_parquet(self, conn, table: str, files: list[Path], columns: list[tuple[str, str]]) -> None:
-        """Load Parquet files into temporary table `table`, taking column src as dst for (src, dst)."""
+    # ------------------------------------------------------------ DDL
+    def summary_ddl(self, view: View) -> list[str]:
+        cols = [f"{self.col(view, k.name)} {self.column_type(k.type)}" for k in view.keys]
+        cols += [f"{q(s.column)} {self.column_type(s.type)}{' NOT NULL' if s.kind in ('count_star', 'count') else ''}"
+                 for s in view.stored]
+        return [f"CREATE TABLE {self.table(view)} ({', '.join(cols)})"]
+
+    def serving_view_sql(self, view: View) -> str:
+        cols = []
+        for o in view.outputs:
+            src = self.col(view, o.source)
+            if o.kind == "avg":
+                cnt = q(o.count_column)
+                src = f"CASE WHEN {cnt} = 0 THEN NULL ELSE CAST({src} AS DOUBLE PRECISION) / {cnt} END"
+            cols.append(f"{src} AS {self.col(view, o.name)}")
+        return f"CREATE VIEW {self.serving(view)} AS SELECT {', '.join(cols)} FROM {self.table(view)}"
+
+    # ------------------------------------------------------------ transactions
+    def lock(self, conn) -> None:
+        """Serialize refreshes of one warehouse (no-op where the engine already has one writer)."""
+
+    def create_temp_as(self, conn, table: str, select: str) -> None:
+        conn.exec_driver_sql(f"CREATE OR REPLACE TEMP TABLE {q(table)} AS {select}")
+
+    def stage_parquet(self, conn, table: str, files: list[Path], columns: list[tuple[str, str, str]]) -> None:
+        """Load Parquet files into temporary table `table`: (source column, column, type) each."""
         raise NotImplementedError
 
-    def lock(self, conn, project: str) -> None:
-        """Serialize refreshes of one project (no-op where the engine already has one writer)."""
+    def load_parquet(self, conn, view: View, files: list[Path]) -> None:
+        """Append Parquet files holding a whole summary table (materialize) to its storage table."""
+        columns = [(c, self.fold(view, c), t) for c, t in delta_columns(view)[:-1]]
+        self.stage_parquet(conn, "__ns_stage", files, columns)
+        cols = ", ".join(q(dst) for _, dst, _ in columns)
+        conn.exec_driver_sql(f"INSERT INTO {self.table(view)} ({cols}) SELECT {cols} FROM {q('__ns_stage')}")
 
-    def summary_ddl(self, view: View) -> str:
-        cols = [f"{q(k.name)} {self.column_type(k.type)}" for k in view.keys]
-        cols += [f"{q(s.column)} {self.column_type(s.type)} {'NOT NULL' if s.kind in ('count_star', 'count') else ''}".rstrip()
-                 for s in view.stored]
-        return f"CREATE TABLE {q(view.storage_table)} ({', '.join(cols)})"
+    # ------------------------------------------------------------ Figure 8
+    def merge_delta(self, conn, view: View, delta: str) -> tuple[int, int, int, int]:
+        """Apply staged summary-delta `delta` to the view's summary table (Figure 8).
+
+        Classifies every delta group against the summary table once (new / existing / gone), then
+        DELETE, UPDATE and INSERT. Returns (inserted, updated, deleted, broken) where broken counts
+        delta groups that remove rows from groups the summary table does not hold."""
+        t, c, cnt = self.table(view), q("__ns_class"), q("_ns_count")
+        match = self.keys_match(view, "t", "d")
+        self.create_temp_as(
+            conn, "__ns_class",
+            f"SELECT d.*, t.{cnt} IS NOT NULL AS _ns_found, COALESCE(t.{cnt} + d.{cnt} = 0, FALSE) AS _ns_gone "
+            f"FROM {q(delta)} AS d LEFT JOIN {t} AS t ON {match}",
+        )
+        inserted, updated, deleted, broken = (int(x) for x in conn.exec_driver_sql(
+            f"SELECT COALESCE(SUM(CASE WHEN NOT _ns_found AND {cnt} > 0 THEN 1 ELSE 0 END), 0), "
+            f"COALESCE(SUM(CASE WHEN _ns_found AND NOT _ns_gone THEN 1 ELSE 0 END), 0), "
+            f"COALESCE(SUM(CASE WHEN _ns_gone THEN 1 ELSE 0 END), 0), "
+            f"COALESCE(SUM(CASE WHEN NOT _ns_found AND {cnt} < 0 THEN 1 ELSE 0 END), 0) FROM {c}"
+        ).fetchone())
+        if broken:
+            return inserted, updated, deleted, broken
+        cm = self.keys_match(view, "t", "c")
+        if deleted:
+            conn.exec_driver_sql(f"DELETE FROM {t} AS t USING {c} AS c WHERE {cm} AND c._ns_gone")
+        if updated:
+            sets = ", ".join(f"{q(s.column)} = {merged(view, s, 't', 'c', 'c._ns_lost = 1')}" for s in view.stored)
+            conn.exec_driver_sql(f"UPDATE {t} AS t SET {sets} FROM {c} AS c WHERE {cm} AND c._ns_found AND NOT c._ns_gone")
+        if inserted:
+            cols = [self.col(view, k.name) for k in view.keys] + [q(s.column) for s in view.stored]
+            vals = [f"c.{self.col(view, k.name)}" for k in view.keys] + [fresh(view, s, "c") for s in view.stored]
+            conn.exec_driver_sql(
+                f"INSERT INTO {t} ({', '.join(cols)}) SELECT {', '.join(vals)} FROM {c} AS c WHERE NOT c._ns_found AND c.{cnt} > 0"
+            )
+        return inserted, updated, deleted, broken
 
     def keys_match(self, view: View, a: str, b: str) -> str:
-        return " AND ".join(f"{a}.{q(k.name)} IS NOT DISTINCT FROM {b}.{q(k.name)}" for k in view.keys) or "TRUE"
+        return " AND ".join(f"{a}.{self.col(view, k.name)} IS NOT DISTINCT FROM {b}.{self.col(view, k.name)}"
+                            for k in view.keys) or "TRUE"
 
 
 class DuckDBDialect(Dialect):
+    """DuckDB: names are case-insensitive, so they keep their spelling; deltas staged with read_parquet."""
+
     name = "duckdb"
 
-    def stage_parquet(self, conn, table: str, files: list[Path], columns: list[tuple[str, str]]) -> None:
+    def stage_parquet(self, conn, table: str, files: list[Path], columns: list[tuple[str, str, str]]) -> None:
         listing = "[" + ", ".join(lit(str(f)) for f in files) + "]"
-        select = ", ".join(f"{q(src)} AS {q(dst)}" for src, dst in columns)
-        conn.exec_driver_sql(
-            f"CREATE OR REPLACE TEMP TABLE {q(table)} AS SELECT {select} FROM read_parquet({listing}, hive_partitioning = false)"
-        )
+        select = ", ".join(f"{q(src)} AS {q(dst)}" for src, dst, _ in columns)
+        self.create_temp_as(conn, table, f"SELECT {select} FROM read_parquet({listing}, hive_partitioning = false)")
+
+
+class PostgresDialect(Dialect):
+    """PostgreSQL 15+: unquoted names fold to lower case; COPY staging; upsert through a NULL-safe
+    unique index (NULLS NOT DISTINCT) so refresh cost follows the delta, not the table."""
+
+    name = "postgresql"
+    COPY_BATCH_ROWS = 65536
+
+    def fold(self, view: View, name: str) -> str:
+        return name if name in view.quoted else name.lower()
+
+    def column_type(self, t: str) -> str:
+        return "DOUBLE PRECISION" if t == "DOUBLE" else t
+
+    def summary_ddl(self, view: View) -> list[str]:
+        ddl = super().summary_ddl(view)
+        t = self.table(view)
+        if view.has_min_max:  # Figure 8 needs "this group lost rows" next to an exact MIN/MAX in ON CONFLICT
+            ddl.append(f"ALTER TABLE {t} ADD COLUMN _ns_lost INTEGER NOT NULL DEFAULT 0")
+        if view.keys:
+            keys = ", ".join(self.col(view, k.name) for k in view.keys)
+            ddl.append(f"CREATE UNIQUE INDEX ON {t} ({keys}) NULLS NOT DISTINCT")
+        ddl.append(f"CREATE INDEX ON {t} ({q('_ns_count')}) WHERE {q('_ns_count')} <= 0")  # finds emptied groups
+        return ddl
+
+    def lock(self, conn) -> None:
+        conn.exec_driver_sql("SELECT pg_advisory_xact_lock(hashtext('nightshift refresh ' || current_schema()))")
+
+    def create_temp_as(self, conn, table: str, select: str) -> None:
+        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {q(table)}")
+        conn.exec_driver_sql(f"CREATE TEMP TABLE {q(table)} ON COMMIT DROP AS {select}")
+
+    def stage_parquet(self, conn, table: str, files: list[Path], columns: list[tuple[str, str, str]]) -> None:
+        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {q(table)}")
+        cols = ", ".join(f"{q(dst)} {self.column_type(t)}" for _, dst, t in columns)
+        conn.exec_driver_sql(f"CREATE TEMP TABLE {q(table)} ({cols}) ON COMMIT DROP")
+        copy_parquet(conn, table, files, columns, self.COPY_BATCH_ROWS)
+
+    def load_parquet(self, conn, view: View, files: list[Path]) -> None:
+        columns = [(c, self.fold(view, c), t) for c, t in delta_columns(view)[:-1]]
+        copy_parquet(conn, self.table(view), files, columns, self.COPY_BATCH_ROWS, quoted_table=True)
+
+    def merge_delta(self, conn, view: View, delta: str) -> tuple[int, int, int, int]:
+        """Figure 8 as one INSERT … ON CONFLICT DO UPDATE (an index probe per delta group), then
+        DELETE of the groups whose COUNT(*) reached 0 through a partial index."""
+        if not view.keys:
+            return super().merge_delta(conn, view, delta)
+        t, cnt = self.table(view), q("_ns_count")
+        keys = [self.col(view, k.name) for k in view.keys]
+        stored = [q(s.column) for s in view.stored]
+        lost = ["_ns_lost"] if view.has_min_max else []
+        sets = [f"{q(s.column)} = {merged(view, s, 't', 'EXCLUDED', 'EXCLUDED._ns_lost = 1')}" for s in view.stored]
+        sets += [f"_ns_lost = 0"] if view.has_min_max else []
+        # Values go in as the delta holds them (an existing group needs the raw SUM even when the
+        # delta's COUNT(e) is 0); a new group whose COUNT(e) is 0 is fixed below (Figure 8's NULL).
+        nullable = [s for s in view.stored if s.kind in ("sum", "min", "max")]
+        empty_new = " OR ".join(f"({q(view.stored_of('count', s.arg).column)} = 0 AND {q(s.column)} IS NOT NULL)"
+                                for s in nullable) or "FALSE"
+        row = conn.exec_driver_sql(
+            f"WITH up AS (INSERT INTO {t} AS t ({', '.join(keys + stored + lost)}) "
+            f"SELECT {', '.join(keys + stored + lost)} FROM {q(delta)} "
+            f"ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {', '.join(sets)} "
+            f"RETURNING (xmax = 0) AS ins, {cnt} AS n, ({empty_new}) AS empty_new) "
+            f"SELECT COALESCE(SUM(CASE WHEN ins AND n > 0 THEN 1 ELSE 0 END), 0), "
+            f"COALESCE(SUM(CASE WHEN NOT ins AND n <> 0 THEN 1 ELSE 0 END), 0), "
+            f"COALESCE(SUM(CASE WHEN NOT ins AND n = 0 THEN 1 ELSE 0 END), 0), "
+            f"COALESCE(SUM(CASE WHEN ins AND n < 0 THEN 1 ELSE 0 END), 0), "
+            f"COALESCE(SUM(CASE WHEN ins AND empty_new THEN 1 ELSE 0 END), 0) FROM up"
+        ).fetchone()
+        inserted, updated, deleted, broken, empties = (int(x) for x in row)
+        if broken:
+            return inserted, updated, deleted, broken
+        conn.exec_driver_sql(f"DELETE FROM {t} WHERE {cnt} <= 0")
+        if empties:
+            for s in nullable:
+                c = q(view.stored_of("count", s.arg).column)
+                conn.exec_driver_sql(f"UPDATE {t} SET {q(s.column)} = NULL WHERE {c} = 0 AND {q(s.column)} IS NOT NULL")
+        return inserted, updated, deleted, broken
+
+
+def copy_parquet(conn, table: str, files: list[Path], columns: list[tuple[str, str, str]], batch_rows: int,
+                 quoted_table: bool = False) -> int:
+    """Stream Parquet files into `table` with COPY … FROM STDIN (CSV written by Arrow in C++):
+    no row-by-row INSERTs, no Python loop over rows. Returns the rows copied."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    target = table if quoted_table else q(table)
+    names = ", ".join(q(dst) for _, dst, _ in columns)
+    raw = conn.connection.dbapi_connection
+    rows = 0
+    with raw.cursor() as cur, cur.copy(f"COPY {target} ({names}) FROM STDIN WITH (FORMAT csv)") as cp:
+        for f in files:
+            pf = pq.ParquetFile(f)
+            for batch in pf.iter_batches(batch_size=batch_rows, columns=[src for src, _, _ in columns]):
+                buf = io.BytesIO()
+                pacsv.write_csv(pa.Table.from_batches([batch]), buf, pacsv.WriteOptions(include_header=False))
+                cp.write(buf.getbuffer())
+                rows += batch.num_rows
+    return rows
 
 
 def dialect_for(url: str) -> Dialect:
-    if url.startswith("duckdb"):
+    scheme = url.split("://")[0].split("+")[0]
+    if scheme == "duckdb":
         return DuckDBDialect()
+    if scheme in ("postgresql", "postgres"):
+        return PostgresDialect()
     from lattice.errors import ConfigError
 
-    raise ConfigError(f"[warehouse] url {url.split('://')[0]}://...: unsupported backend (use duckdb:///file.duckdb)")
+    raise ConfigError(
+        f"[warehouse] url {url.split('://')[0]}://...: unsupported backend "
+        f"(use duckdb:///file.duckdb or postgresql+psycopg://user@host/db)"
+    )

@@ -21,7 +21,7 @@ from sqlalchemy.engine import make_url
 from lattice.errors import PlanChanged, WarehouseError
 from lattice.ir import Plan, View
 from nightshift.faults import checkpoint
-from warehouse.dialects import Dialect, dialect_for, lit, q
+from warehouse.dialects import Dialect, delta_columns, dialect_for, lit, q
 
 LEDGER = "ns_ledger"
 
@@ -110,37 +110,33 @@ class Warehouse:
         return sa.inspect(conn).has_table(name)
 
     # ---------------------------------------------------------------- summary tables
-    def serving_view_sql(self, view: View) -> str:
-        cols = []
-        for o in view.outputs:
-            if o.kind == "avg":
-                expr = f"CASE WHEN {q(o.count_column)} = 0 THEN NULL ELSE CAST({q(o.source)} AS DOUBLE PRECISION) / {q(o.count_column)} END"
-            else:
-                expr = q(o.source)
-            cols.append(f"{expr} AS {q(o.name)}")
-        return f"CREATE OR REPLACE VIEW {q(view.name)} AS SELECT {', '.join(cols)} FROM {q(view.storage_table)}"
+    def storage_name(self, view: View) -> str:
+        """The storage table's name as the warehouse spells it (unquoted)."""
+        return self.dialect.fold(view, view.name) + "__ns"
+
+    def sql_name(self, view: View, name: str) -> str:
+        """A quoted identifier for a column of `view` (or the view itself) as named in the warehouse."""
+        return self.dialect.col(view, name)
 
     def materialize(self, plan: Plan, parquet_dirs: dict[str, Path], position: str, stats: dict) -> None:
         """Replace every summary table by freshly computed contents, in one transaction."""
+        d = self.dialect
         with self.engine.begin() as conn:
-            self.dialect.lock(conn, plan.fingerprint)
+            d.lock(conn)
             for view in plan.views:
-                conn.exec_driver_sql(f"DROP VIEW IF EXISTS {q(view.name)}")
-                conn.exec_driver_sql(f"DROP TABLE IF EXISTS {q(view.storage_table)}")
-                conn.exec_driver_sql(self.dialect.summary_ddl(view))
+                conn.exec_driver_sql(f"DROP VIEW IF EXISTS {d.serving(view)}")
+                conn.exec_driver_sql(f"DROP TABLE IF EXISTS {d.table(view)}")
+                for ddl in d.summary_ddl(view):
+                    conn.exec_driver_sql(ddl)
                 files = sorted(parquet_dirs[view.name].glob("*.parquet"))
                 if files:
-                    columns = [k.name for k in view.keys] + [s.column for s in view.stored]
-                    self.dialect.stage_parquet(conn, "__ns_stage", files, [(col, col) for col in columns])
-                    cols = ", ".join(q(k.name) for k in view.keys) + (", " if view.keys else "")
-                    cols += ", ".join(q(s.column) for s in view.stored)
-                    conn.exec_driver_sql(f"INSERT INTO {q(view.storage_table)} ({cols}) SELECT {cols} FROM {q('__ns_stage')}")
-                conn.exec_driver_sql(self.serving_view_sql(view))
+                    d.load_parquet(conn, view, files)
+                conn.exec_driver_sql(d.serving_view_sql(view))
             self._append_ledger(conn, f"materialize@{position or 'empty'}", "materialize", plan, position, stats)
 
     def summary_tables_exist(self, plan: Plan) -> bool:
         with self.engine.connect() as conn:
-            return all(self._has_table(conn, v.storage_table) for v in plan.views)
+            return all(self._has_table(conn, self.storage_name(v)) for v in plan.views)
 
     # ---------------------------------------------------------------- refresh (Figure 8)
     def refresh(
@@ -157,7 +153,7 @@ class Warehouse:
         """
         t0 = time.perf_counter()
         with self.engine.begin() as conn:
-            self.dialect.lock(conn, plan.fingerprint)
+            self.dialect.lock(conn)
             ledger = self.ledger(conn)
             if any(r.batch_id == batch and r.kind == "batch" for r in ledger):
                 return None
@@ -193,69 +189,22 @@ class Warehouse:
     def _refresh_view(self, conn, view: View, files: list[Path], prefix: str, batch: str) -> dict:
         if not files:
             return {"delta_rows": 0, "inserted": 0, "updated": 0, "deleted": 0}
-        t, d, c = q(view.storage_table), q("__ns_delta"), q("__ns_class")
-        columns = [k.name for k in view.keys] + [s.column for s in view.stored] + ["_ns_lost"]
-        self.dialect.stage_parquet(conn, "__ns_delta", files, [(prefix + col, col) for col in columns])
-        match = self.dialect.keys_match(view, "t", "d")
-        conn.exec_driver_sql(
-            f"CREATE OR REPLACE TEMP TABLE {c} AS SELECT d.*, t.{q('_ns_count')} IS NOT NULL AS _ns_found, "
-            f"COALESCE(t.{q('_ns_count')} + d.{q('_ns_count')} = 0, FALSE) AS _ns_gone "
-            f"FROM {d} AS d LEFT JOIN {t} AS t ON {match}"
-        )
-        counts = conn.exec_driver_sql(
-            f"SELECT COALESCE(SUM(CASE WHEN NOT _ns_found AND {q('_ns_count')} > 0 THEN 1 ELSE 0 END), 0), "
-            f"COALESCE(SUM(CASE WHEN _ns_found AND NOT _ns_gone THEN 1 ELSE 0 END), 0), "
-            f"COALESCE(SUM(CASE WHEN _ns_gone THEN 1 ELSE 0 END), 0), "
-            f"COALESCE(SUM(CASE WHEN NOT _ns_found AND {q('_ns_count')} < 0 THEN 1 ELSE 0 END), 0) FROM {c}"
-        ).fetchone()
-        inserted, updated, deleted, broken = (int(x) for x in counts)
+        columns = [(prefix + c, self.dialect.fold(view, c), t) for c, t in delta_columns(view)]
+        self.dialect.stage_parquet(conn, "__ns_delta", files, columns)
+        inserted, updated, deleted, broken = self.dialect.merge_delta(conn, view, "__ns_delta")
         if broken:
             raise WarehouseError(
                 f"refresh {batch}: view {view.name}: {broken} summary-delta group(s) remove rows from groups the summary "
                 f"table does not hold; the summary table is out of sync with the base: run nightshift materialize"
             )
-        cm = self.dialect.keys_match(view, "t", "c")
-        if deleted:
-            conn.exec_driver_sql(f"DELETE FROM {t} AS t USING {c} AS c WHERE {cm} AND c._ns_gone")
-        if updated:
-            sets = ", ".join(f"{q(s.column)} = {self._merged(view, s)}" for s in view.stored)
-            conn.exec_driver_sql(f"UPDATE {t} AS t SET {sets} FROM {c} AS c WHERE {cm} AND c._ns_found AND NOT c._ns_gone")
-        if inserted:
-            cols = [q(k.name) for k in view.keys] + [q(s.column) for s in view.stored]
-            vals = [f"c.{q(k.name)}" for k in view.keys] + [self._fresh(view, s) for s in view.stored]
-            conn.exec_driver_sql(
-                f"INSERT INTO {t} ({', '.join(cols)}) SELECT {', '.join(vals)} FROM {c} AS c "
-                f"WHERE NOT c._ns_found AND c.{q('_ns_count')} > 0"
-            )
         return {"delta_rows": inserted + updated + deleted, "inserted": inserted, "updated": updated, "deleted": deleted}
-
-    @staticmethod
-    def _merged(view: View, s) -> str:
-        """Figure 8's update of one stored aggregate of an existing group t from its delta c."""
-        col = q(s.column)
-        if s.kind in ("count_star", "count"):
-            return f"t.{col} + c.{col}"
-        cnt = q(view.stored_of("count", s.arg).column)
-        empty = f"t.{cnt} + c.{cnt} = 0"
-        if s.kind == "sum":
-            return f"CASE WHEN {empty} THEN NULL ELSE COALESCE(t.{col}, 0) + COALESCE(c.{col}, 0) END"
-        pick = "LEAST" if s.kind == "min" else "GREATEST"
-        return f"CASE WHEN {empty} THEN NULL WHEN c.{q('_ns_lost')} = 1 THEN c.{col} ELSE {pick}(t.{col}, c.{col}) END"
-
-    @staticmethod
-    def _fresh(view: View, s) -> str:
-        """A new group's stored aggregate: the delta's, NULL where its COUNT(e) is 0."""
-        col = q(s.column)
-        if s.kind in ("count_star", "count"):
-            return f"c.{col}"
-        cnt = q(view.stored_of("count", s.arg).column)
-        return f"CASE WHEN c.{cnt} = 0 THEN NULL ELSE c.{col} END"
 
     # ---------------------------------------------------------------- reading
     def read_view(self, view: View) -> list[tuple]:
-        cols = ", ".join(q(o.name) for o in view.outputs)
+        cols = ", ".join(self.dialect.col(view, o.name) for o in view.outputs)
         with self.engine.connect() as conn:
-            return [tuple(r) for r in conn.exec_driver_sql(f"SELECT {cols} FROM {q(view.name)}").fetchall()]
+            sql = f"SELECT {cols} FROM {self.dialect.serving(view)}"
+            return [tuple(r) for r in conn.exec_driver_sql(sql).fetchall()]
 
 
 def _resolve(url: str, root: Path) -> str:

@@ -62,6 +62,7 @@ def normalize(parsed: ParsedView) -> View:
         arguments=tuple(arguments),
         stored=stored,
         outputs=ordered,
+        quoted=parsed.quoted,
     )
 
 

@@ -43,6 +43,7 @@ class ParsedView:
     keys: tuple[GroupKey, ...]
     aggregates: tuple[ParsedAggregate, ...]
     order: tuple[str, ...]  # declared output names in select order
+    quoted: tuple[str, ...] = ()  # view/column names written "quoted" (case-sensitive in PostgreSQL)
 
 
 def parse_view(text: str, file: str, schema: Schema) -> ParsedView:
@@ -54,6 +55,7 @@ class _ViewParser:
         self.text, self.file, self.schema = text, file, schema
         self.name = "?"
         self.aliases: dict[str, Table] = {}  # lower alias -> table
+        self.quoted: set[str] = set()  # names written "quoted": PostgreSQL keeps their case
 
     # ------------------------------------------------------------ errors
     def unsupported(self, construct: str) -> UnsupportedView:
@@ -78,8 +80,10 @@ class _ViewParser:
         column_list: list[str] = []
         if isinstance(target, exp.Schema):
             column_list = [i.name for i in target.expressions]
+            self._note_quoted(*target.expressions)
             target = target.this
         self.name = target.name
+        self._note_quoted(target.args.get("this"))
         select = create.expression
         if not isinstance(select, exp.Select):
             raise self.unsupported(f"query ({type(select).__name__.upper()}); only SELECT ... GROUP BY is maintained")
@@ -103,7 +107,14 @@ class _ViewParser:
             keys=keys,
             aggregates=tuple(aggs),
             order=tuple(order),
+            quoted=tuple(sorted(self.quoted)),
         )
+
+    def _note_quoted(self, *nodes) -> None:
+        for node in nodes:
+            ident = node.this if isinstance(node, exp.Column) else node
+            if isinstance(ident, exp.Identifier) and ident.quoted:
+                self.quoted.add(ident.name)
 
     def _refuse_constructs(self, select: exp.Select) -> None:
         if select.args.get("distinct"):
@@ -245,6 +256,8 @@ class _ViewParser:
             if isinstance(inner, exp.Star):
                 raise self.unsupported("SELECT * (list the group-by columns and aggregates)")
             name = column_list[pos] if column_list else (item.alias_or_name if isinstance(item, exp.Alias) else None)
+            if not column_list:
+                self._note_quoted(item.args.get("alias") if isinstance(item, exp.Alias) else inner)
             if isinstance(inner, exp.Column):
                 ref = self._resolve(inner)
                 out = name or ref.column
@@ -294,6 +307,8 @@ class _ViewParser:
             ref = self._resolve(g)
             if ref in grouped:
                 continue
+            if ref not in keys_by_col:
+                self._note_quoted(g)
             grouped.add(ref)
             col = self.schema.table(ref.table).column(ref.column)
             declared = ref in keys_by_col
