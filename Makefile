@@ -14,6 +14,7 @@ help:
 	@echo "make demo    - set up .venv and run the retail example ($(ROWS) rows, $(NIGHTS) nights) end to end"
 	@echo "make test    - run the test suite"
 	@echo "make bench   - run the benchmarks (writes bench/REPORT.md)"
+	@echo "make airflow - Airflow standalone with the nightshift DAGs (UI on 127.0.0.1:8080; AIRFLOW_HOME=.airflow)"
 	@echo "make clean   - remove the demo project and caches (keeps .venv)"
 
 $(STAMP): requirements.txt requirements.lock pyproject.toml
@@ -35,6 +36,10 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.run
+
+# NIGHTSHIFT_PROJECTS (default demo-project), AIRFLOW__DATABASE__SQL_ALCHEMY_CONN (default SQLite): see bin/airflow-standalone
+airflow: $(STAMP)
+	$(BIN)/python bin/airflow-standalone
 
 clean:
 	rm -rf demo-project .pytest_cache spark-warehouse metastore_db derby.log

@@ -7,6 +7,10 @@ Parsing this file reads only each project's nightshift.toml: no Spark, no databa
                                                    (deferred)    (one txn)                     │
                                                                       publish ◄── validate ◄───┘
 
+Warehouse credentials: NIGHTSHIFT_WAREHOUSE_URL, else the Airflow connection named by [warehouse]
+airflow_conn_id (resolved when a task runs; spark-submit children get it in NIGHTSHIFT_WAREHOUSE_URL),
+else [warehouse] url.
+
 Batch id = trigger conf `batch_id`, else the logical date as YYYYMMDD. Every task is idempotent
 (the steps skip what the ledger and the lake say is done), so clearing and rerunning any task of
 any night is safe; max_active_runs=1 keeps nights in order.
@@ -19,7 +23,6 @@ import re
 from pathlib import Path
 
 import pendulum
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.providers.standard.sensors.date_time import DateTimeSensorAsync
 from airflow.sdk import DAG, Asset, task
 
@@ -56,10 +59,11 @@ def build_dag(root: Path) -> DAG:
     import sys
 
     sys.path.insert(0, str(REPO))
-    from nightshift.airflow_ext import ChangeBatchSensor
-    from nightshift.config import load_project
+    from nightshift import config
+    # inside tasks, load_project also resolves [warehouse] airflow_conn_id (Airflow connection -> warehouse URL)
+    from nightshift.airflow_ext import ChangeBatchSensor, NightshiftSparkSubmit, load_project
 
-    project = load_project(root)  # reads nightshift.toml only
+    project = config.load_project(root)  # parse time: reads nightshift.toml only, never a connection
     name = re.sub(r"[^A-Za-z0-9_]", "_", project.name)
     opens_h, opens_m = (int(x) for x in project.window.opens.split(":"))
     published = Asset(name=f"nightshift__{name}__published", uri=f"file://{project.lake}/published")
@@ -78,8 +82,9 @@ def build_dag(root: Path) -> DAG:
             task_id="wait_for_batch", pattern=f"{project.lake}/changes/*/batch_id={BATCH}",
             poke_interval=60, timeout=18 * 3600,
         )
-        spark_args = {"conn_id": "spark_default", "application": SUBMIT, "conf": {"spark.ui.enabled": "false"}}
-        propagate = SparkSubmitOperator(
+        spark_args = {"conn_id": "spark_default", "application": SUBMIT, "conf": {"spark.ui.enabled": "false"},
+                      "warehouse_conn_id": project.warehouse_conn_id}
+        propagate = NightshiftSparkSubmit(
             task_id="propagate", application_args=["propagate", "--project", str(root), "--batch", BATCH], **spark_args
         )
         gate = DateTimeSensorAsync(task_id="window_gate", target_time=WINDOW_OPENS)
@@ -100,7 +105,7 @@ def build_dag(root: Path) -> DAG:
             print(f"refresh {batch}: " + (f"skipped ({r.skipped})" if r.skipped else f"done in {r.seconds:.2f}s"))
             return batch
 
-        apply_base = SparkSubmitOperator(
+        apply_base = NightshiftSparkSubmit(
             task_id="apply_base", application_args=["apply-base", "--project", str(root), "--batch", BATCH], **spark_args
         )
 

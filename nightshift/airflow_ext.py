@@ -1,4 +1,5 @@
-"""Airflow pieces that must be importable by path (the triggerer loads triggers by classpath).
+"""Airflow pieces that must be importable by path (the triggerer loads triggers by classpath), and the
+warehouse credentials that DAG tasks take from an Airflow connection ([warehouse] airflow_conn_id).
 
 Imported only by dags/ and Airflow workers: the CLI never imports Airflow.
 """
@@ -6,12 +7,29 @@ Imported only by dags/ and Airflow workers: the CLI never imports Airflow.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import glob
+import os
 from datetime import timedelta
+from pathlib import Path
 from typing import Any, AsyncIterator
+from urllib.parse import quote
 
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseSensorOperator
 from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from lattice.errors import ConfigError
+from nightshift import config
+
+WAREHOUSE_URL_ENV = "NIGHTSHIFT_WAREHOUSE_URL"  # nightshift.config lets it override [warehouse] url
+# libpq connection parameters a PostgreSQL connection's extras may carry into the URL; the rest of the
+# extras (cursor, iam, aws_conn_id, ...) mean something to Airflow's PostgresHook only.
+_LIBPQ_EXTRAS = frozenset({
+    "options", "sslmode", "sslrootcert", "sslcert", "sslkey", "sslcrl", "sslpassword", "sslsni", "channel_binding",
+    "gssencmode", "application_name", "connect_timeout", "target_session_attrs", "client_encoding",
+    "keepalives", "keepalives_idle", "keepalives_interval", "keepalives_count", "tcp_user_timeout",
+})
 
 
 class GlobTrigger(BaseTrigger):
@@ -57,3 +75,85 @@ class ChangeBatchSensor(BaseSensorOperator):
 
     def execute_complete(self, context, event=None):
         return (event or {}).get("paths")
+
+
+# ---------------------------------------------------------------- warehouse credentials
+
+
+def load_project(root: str | Path) -> config.Project:
+    """nightshift.config.load_project for code running inside an Airflow task: when the project names
+    [warehouse] airflow_conn_id and NIGHTSHIFT_WAREHOUSE_URL is not set, the warehouse URL comes from that
+    Airflow connection (so the password lives in Airflow's connections or secrets backend, not in the project)."""
+    project = config.load_project(root)
+    url = warehouse_url_override(project.warehouse_conn_id)
+    return dataclasses.replace(project, warehouse_url=url) if url else project
+
+
+def warehouse_url_override(conn_id: str) -> str | None:
+    """The warehouse URL from Airflow connection `conn_id`, or None when there is nothing to override:
+    no conn id, or NIGHTSHIFT_WAREHOUSE_URL is set (the environment wins, as everywhere in nightshift)."""
+    if not conn_id or os.environ.get(WAREHOUSE_URL_ENV):
+        return None
+    from airflow.sdk import BaseHook
+    from airflow.sdk.exceptions import AirflowNotFoundException
+
+    try:
+        conn = BaseHook.get_connection(conn_id)  # the Task SDK registers conn.password with the secrets masker
+    except AirflowNotFoundException:
+        raise ConfigError(
+            f"[warehouse] airflow_conn_id = {conn_id!r}: Airflow has no connection {conn_id!r}; add it "
+            f"(Admin > Connections, `airflow connections add`, or AIRFLOW_CONN_{conn_id.upper()}) or set {WAREHOUSE_URL_ENV}"
+        ) from None
+    return connection_url(conn)
+
+
+def connection_url(conn) -> str:
+    """A PostgreSQL Airflow connection as the SQLAlchemy URL nightshift's warehouse takes
+    (postgresql+psycopg://login:password@host:port/schema?<libpq extras such as options>). The password,
+    URL-quoted as well, and the whole URL are registered with Airflow's secrets masker: task logs and
+    rendered fields show *** instead."""
+    from airflow.sdk.log import mask_secret
+    from sqlalchemy.engine import URL
+
+    if (conn.conn_type or "").lower() not in ("postgres", "postgresql"):
+        raise ConfigError(
+            f"Airflow connection {conn.conn_id!r} has type {conn.conn_type!r}: [warehouse] airflow_conn_id supports "
+            f"PostgreSQL connections (type postgres); a DuckDB warehouse is a file: use [warehouse] url"
+        )
+    extras = {k: str(v) for k, v in conn.extra_dejson.items() if k in _LIBPQ_EXTRAS}
+    url = URL.create("postgresql+psycopg", username=conn.login or None, password=conn.password or None,
+                     host=conn.host or None, port=conn.port or None, database=conn.schema or None, query=extras)
+    text = url.render_as_string(hide_password=False)
+    if conn.password:
+        mask_secret(conn.password)
+        mask_secret(quote(conn.password, safe=""))
+    mask_secret(text)
+    return text
+
+
+class NightshiftSparkSubmit(SparkSubmitOperator):
+    """SparkSubmitOperator for spark_jobs/submit.py that hands the child the warehouse URL of Airflow
+    connection `warehouse_conn_id` in NIGHTSHIFT_WAREHOUSE_URL.
+
+    The URL is resolved in execute(), after Airflow rendered and stored the template fields, so the
+    rendered-template view never holds it; env_vars is restored afterwards. With a local or client-mode
+    master, SparkSubmitHook passes env_vars to the spark-submit process environment only (never its command
+    line or log); on YARN and Kubernetes it becomes a --conf in the logged command, where the secrets masker
+    hides the password (registered by connection_url). Spark standalone in cluster deploy mode refuses
+    env_vars: run propagate/apply-base in client mode (the default).
+    """
+
+    def __init__(self, *, warehouse_conn_id: str = "", **kwargs):
+        super().__init__(**kwargs)
+        self.warehouse_conn_id = warehouse_conn_id
+
+    def execute(self, context):
+        url = warehouse_url_override(self.warehouse_conn_id)
+        if url is None:
+            return super().execute(context)
+        rendered = self.env_vars
+        self.env_vars = {**(rendered or {}), WAREHOUSE_URL_ENV: url}
+        try:
+            return super().execute(context)
+        finally:
+            self.env_vars = rendered

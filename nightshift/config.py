@@ -32,6 +32,7 @@ class Project:
     window: Window
     dependencies: tuple[FunctionalDependency, ...]
     settings: dict
+    warehouse_conn_id: str = ""  # [warehouse] airflow_conn_id: DAG tasks take the URL from this Airflow connection
 
     @property
     def name(self) -> str:
@@ -79,6 +80,7 @@ def load_project(root: str | Path) -> Project:
         ),
         dependencies=_dependencies(data.get("dependencies", {}), toml_file),
         settings=data,
+        warehouse_conn_id=_str(data, "warehouse", "airflow_conn_id", "", toml_file),
     )
 
 

@@ -21,7 +21,7 @@ from typing import Callable
 from lattice.errors import BatchOrderError, PlanChanged, WarehouseError
 from nightshift.config import Project
 from nightshift.lake import Lake, LakeState, check_batch_id
-from warehouse.store import Warehouse
+from warehouse.store import Warehouse, mask
 
 
 def stderr_progress(msg: str) -> None:
@@ -102,7 +102,7 @@ class Cycle:
         state = self.lake.state()
         if state.applied:
             raise WarehouseError(
-                f"the warehouse at {self.project.warehouse_url} has no summary tables but the lake holds base data "
+                f"the warehouse at {mask(self.project.warehouse_url)} has no summary tables but the lake holds base data "
                 f"(through batch {state.last}); run nightshift materialize first"
             )
         self.warehouse.materialize(self.plan, {v.name: self.lake.root / "_none" for v in self.plan.views}, "", {"empty": True})

@@ -26,8 +26,11 @@ def main(project: str, batch: str, out: str, late_batch: str = "") -> None:
         from airflow.utils.session import create_session  # noqa: E402
         from sqlalchemy import select  # noqa: E402
 
+        from airflow.models.renderedtifields import RenderedTaskInstanceFields as RTIF  # noqa: E402
+
         with create_session() as s:
             result["asset_events"] = [e for (e,) in s.execute(select(AssetEvent.extra).where(AssetEvent.source_run_id == dr.run_id)).all()]
+            result["rendered"] = dict(s.execute(select(RTIF.task_id, RTIF.rendered_fields).where(RTIF.run_id == dr.run_id)).all())
         if late_batch:  # the window already closed: refresh must not start
             dr = dag.test(logical_date=today.add(days=1), run_conf={
                 "batch_id": late_batch, "gate_at": pendulum.now("UTC").isoformat(),
