@@ -111,13 +111,16 @@ def build_dag(root: Path) -> DAG:
 
         @task
         def validate(batch: str) -> str:
-            from nightshift.cycle import Cycle
-            from nightshift.oracle import check_all
+            """The Great Expectations gate (nightshift validate): publish only follows success."""
+            from airflow.exceptions import AirflowFailException
 
-            cycle = Cycle(load_project(root))
-            problems = check_all(cycle.plan, cycle.lake, cycle.warehouse.read_view)
-            if problems:
-                raise ValueError(f"batch {batch}: " + "; ".join(str(p) for p in problems))
+            from nightshift.validate import ValidationFailed, validate_batch
+
+            try:
+                report = validate_batch(load_project(root), batch)
+            except ValidationFailed as e:  # the data is wrong: a retry cannot fix it, page on-call
+                raise AirflowFailException(str(e)) from None
+            print(report.message())
             return batch
 
         @task(outlets=[published])

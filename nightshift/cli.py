@@ -64,7 +64,12 @@ def _parser() -> argparse.ArgumentParser:
     cmd("propagate", _step("propagate"), "Compute the batch's summary-deltas with Spark (outside the window).", batch=True)
     cmd("refresh", _step("refresh"), "Apply the batch's summary-deltas to every summary table in one transaction.", batch=True)
     cmd("apply-base", _step("apply_base"), "Apply the batch to the lake's base tables (atomic).", batch=True)
-    cmd("validate", _validate, "Check every summary table against recomputation from the base tables.", batch=True)
+    c = cmd("validate", _validate, "Run the Great Expectations gate on the summary tables after refresh and apply-base: "
+            "critical failures block publish (exit 1), warnings do not; writes data docs to gx/data_docs.", batch=True)
+    c.add_argument("--sample", type=int, metavar="N", help="random groups per summary table recomputed from the base "
+                   "(default: [validate] sample in nightshift.toml, else 50)")
+    c.add_argument("--recompute", action="store_true", help="also compare every served view with a full DuckDB "
+                   "recompute from the base tables (reads everything: slow on large tables)")
     cmd("run", _run, "The whole nightly cycle of one batch: propagate, refresh, apply-base.", batch=True)
     c = cmd("verify", _verify, "Compare every served view with a from-scratch recompute (DuckDB and/or Spark).")
     c.add_argument("--engine", choices=["duckdb", "spark", "both"], default="duckdb")
@@ -169,12 +174,19 @@ def _verify(args) -> int:
 
 
 def _validate(args) -> int:
-    cycle = _cycle(args)
-    status = cycle.status(args.batch)
-    if status == "pending":
-        raise NightshiftError(f"validate {args.batch}: batch {args.batch} is not refreshed yet")
-    args.engine = "duckdb"
-    return _verify(args)
+    from nightshift.config import load_project
+    from nightshift.cycle import stderr_progress
+    from nightshift.validate import validate_batch
+
+    report = validate_batch(load_project(args.project), args.batch, args.sample, progress=stderr_progress)
+    for w in report.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    print(f"validated batch {args.batch}: {report.expectations} expectations, no critical failure, "
+          f"{len(report.warnings)} warning(s), in {report.seconds:.1f}s; data docs: {report.docs}")
+    if args.recompute:
+        args.engine = "duckdb"
+        return _verify(args)
+    return 0
 
 
 def _status(args) -> int:

@@ -54,10 +54,11 @@ def compare(view: str, expected_rows, actual_rows) -> Mismatch | None:
     return Mismatch(view, sorted((e - a).elements(), key=repr), sorted((a - e).elements(), key=repr))
 
 
-def duckdb_base(lake: Lake, schema: Schema, state: LakeState | None = None) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB whose tables are the lake's current base tables (views over Parquet)."""
+def duckdb_base(lake: Lake, schema: Schema, state: LakeState | None = None, database: str = ":memory:") -> duckdb.DuckDBPyConnection:
+    """A DuckDB (in memory, or the file `database`) whose tables are the lake's current base tables
+    (views over Parquet)."""
     state = state or lake.state()
-    con = duckdb.connect()
+    con = duckdb.connect(database)
     for t in schema.tables:
         d = lake.current_base_dir(t.name, state)
         name = '"' + t.name.replace('"', '""') + '"'
