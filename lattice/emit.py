@@ -224,3 +224,64 @@ def with_exact_minmax(view: View) -> str:
 def recompute(view: View) -> str:
     """The view's own SELECT, as the user wrote it: the recompute oracle runs it over the base tables."""
     return view.sql
+
+
+# ------------------------------------------------------------------ the D-lattice (Section 5)
+
+
+def node_view(node) -> View:
+    """A lattice point as a View, so the change-set SQL above computes its summary-delta (an
+    augmented point keeps its hidden group-by columns, e.g. sCD_sales(city, date, +region))."""
+    return View(name=node.name, file="", sql="", fact=node.fact, tables=node.tables, joins=node.joins,
+                where=node.where, keys=node.keys, arguments=node.arguments, stored=node.stored)
+
+
+def derived_summary_delta(edge, lower, upper_relation: str) -> str:
+    """sd_<lower> from sd_<upper> along a derives edge (5.1, Appendix B): one GROUP BY over the
+    upper summary-delta's rows joined with the edge's dimensions (their state after the batch; an
+    edge is only chosen when they did not change). Counts and sums add up, MIN/MAX compose, an
+    attribute e of the upper rows weighs by their COUNT(*) Y (SUM(e*Y)); a group lost rows when
+    one of its upper groups did (its MIN/MAX is then recomputed exactly, as from the change set)."""
+    u = q(edge.upper)
+    at = {(a.ref.table.lower(), a.ref.column.lower()): f"{q(a.relation)}.{q(a.column)}" for a in edge.attributes}
+
+    def over_upper(sql: str) -> str:
+        def swap(node):
+            if not isinstance(node, sqlglot.exp.Column):
+                return node
+            src = at.get((node.table.lower(), node.name.lower()))
+            if src is None:
+                raise ValueError(f"edge {edge.upper} -> {edge.lower}: no source for {node.sql()}")
+            return sqlglot.parse_one(src)
+
+        return sqlglot.parse_one(sql).transform(swap).sql()
+
+    keys = [over_upper(f"{q(k.ref.table)}.{q(k.ref.column)}") for k in lower.keys]
+    cols = [f"CAST({e} AS {k.type}) AS {q(k.name)}" for e, k in zip(keys, lower.keys)]
+    types = {s.column: s.type for s in lower.stored}
+    for a in edge.aggregates:
+        y = f"{u}.{q(a.weight)}" if a.weight else None
+        if a.rule in ("sum", "min", "max"):
+            expr = f"{a.rule.upper()}({u}.{q(a.source)})"
+        elif a.rule == "sum_weighted":
+            expr = f"SUM(({over_upper(a.source)}) * {y})"
+        elif a.rule == "count_weighted":
+            expr = f"SUM(CASE WHEN ({over_upper(a.source)}) IS NULL THEN 0 ELSE {y} END)"
+        else:  # min_over_keys / max_over_keys: values of upper groups that gained rows
+            expr = f"{a.rule[:3].upper()}(CASE WHEN {y} > 0 THEN ({over_upper(a.source)}) END)"
+        cols.append(f"CAST({expr} AS {types[a.column]}) AS {q(a.column)}")
+    cols.append(f"CAST(MAX({u}.{q(LOST)}) AS INT) AS {q(LOST)}")
+    parts = [f"{upper_relation} AS {u}"]
+    for j in edge.joins:
+        if j.via == "key":
+            dim = rel("new", j.table)
+            cond = " AND ".join(f"{q(j.table)}.{q(k)} = {q(s.relation)}.{q(s.column)}" for s, k in zip(j.on, j.key))
+        else:  # a declared dependency key -> columns: one row per key value, compared null-safely
+            picked = ", ".join(q(c) for c in dict.fromkeys((*j.key, *j.columns)))
+            dim = f"(SELECT DISTINCT {picked} FROM {rel('new', j.table)})"
+            cond = " AND ".join(f"{q(j.table)}.{q(k)} IS NOT DISTINCT FROM {q(s.relation)}.{q(s.column)}"
+                                for s, k in zip(j.on, j.key))
+        parts.append(f"JOIN {dim} AS {q(j.table)} ON {cond}")
+    where = f"\nWHERE {over_upper(edge.where)}" if edge.where else ""
+    group = f"\nGROUP BY {', '.join(keys)}" if keys else ""
+    return f"SELECT {', '.join(cols)}\nFROM {' '.join(parts)}{where}{group}"

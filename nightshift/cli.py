@@ -58,7 +58,10 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--example", choices=["retail"], help="also write the example's change batches")
     c.add_argument("--rows", type=int, default=1_000_000, help="pos rows in the example's first batch (default 1000000)")
     c.add_argument("--nights", type=int, default=3, help="nightly batches after the first (default 3)")
-    c = cmd("plan", _plan, "Print the compiled plan: views, join trees, group-by keys and hidden columns.")
+    c = cmd("plan", _plan, "Print the compiled plan: views, join trees, group-by keys, hidden columns, and the "
+            "optimized D-lattice (paper 001, Section 5: which summary-delta is derived from which, join labels, "
+            "estimated and actual rows); writes plan.dot, plan.png and plan.json.")
+    c.add_argument("--out", metavar="DIR", help="where to write plan.dot/plan.png/plan.json (default: the project folder)")
     c.add_argument("--json", action="store_true", help="machine-readable output")
     cmd("materialize", _materialize, "Build every summary table from the current base tables (one transaction).")
     cmd("propagate", _step("propagate"), "Compute the batch's summary-deltas with Spark (outside the window).", batch=True)
@@ -101,11 +104,16 @@ def _init(args) -> int:
 def _plan(args) -> int:
     from nightshift.config import load_project
 
-    plan = load_project(args.project).plan
+    project = load_project(args.project)
+    plan = project.plan
+    lattice, actual, batch = _lattice_of(project)
+    from nightshift import render
+
+    files = render.write_files(lattice, Path(args.out) if args.out else project.root, actual)
     if args.json:
         import dataclasses
 
-        print(json.dumps(dataclasses.asdict(plan), indent=1))
+        print(json.dumps({**dataclasses.asdict(plan), "lattice": render.to_dict(lattice, actual)}, indent=1))
         return 0
     print(f"plan {plan.fingerprint}: {len(plan.views)} summary table(s)")
     for v in plan.views:
@@ -120,7 +128,32 @@ def _plan(args) -> int:
                 extra = f" / {o.count_column}" if o.count_column else ""
                 print(f"  {o.name} = {o.kind.upper()} -> {o.source}{extra}")
         print(f"  stored: {', '.join(f'{s.column} {s.kind}' for s in v.stored)}")
+    basis = f"costed with the statistics of batch {batch}; actual rows from its propagate" if batch else \
+        "costed with default statistics (no batch propagated yet)"
+    print(f"\n{render.to_text(lattice, actual)}\n({basis})")
+    print(f"wrote {', '.join(str(f) for f in files)}")
     return 0
+
+
+def _lattice_of(project):
+    """The D-lattice as the last propagated batch used it (its change counts, the base's current
+    sizes) with that batch's actual summary-delta rows; default statistics before any batch."""
+    from lattice.dlattice import Statistics, build_lattice
+    from nightshift.lake import Lake, parquet_rows
+
+    lake = Lake(project.lake)
+    plan = project.plan
+    batches = sorted(p.name.split("=", 1)[1] for p in (lake.root / "deltas").glob("batch_id=*"))
+    for batch in reversed(batches):
+        m = lake.read_manifest(batch)
+        if m and m.get("plan") == plan.fingerprint and m.get("lattice", {}).get("enabled"):
+            state = lake.state()
+            stats = Statistics.of(
+                table_rows={t.name: parquet_rows(lake.current_base_dir(t.name, state)) for t in plan.schema.tables},
+                change_rows={t: m["inserted"][t] + m["deleted"][t] for t in m["inserted"]},
+            )
+            return build_lattice(plan, stats), {v: e["rows"] for v, e in m["views"].items()}, batch
+    return build_lattice(plan), None, None
 
 
 def _materialize(args) -> int:

@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 
 from lattice import types
 from lattice.errors import BadChangeBatch
-from lattice.ir import Plan, Table
+from lattice.ir import FunctionalDependency, Plan, Table
 from nightshift.lake import Lake, LakeState
 
 OP = "_op"
@@ -108,6 +108,8 @@ def load_batch(spark: SparkSession, lake: Lake, plan: Plan, batch: str, state: L
         if t.primary_key and t.name in info.changed:
             checks.append(_primary_key(t, batch))
         checks.extend(_foreign_keys(t, info))
+    changed = {t.lower() for t in info.changed}
+    checks.extend(_dependency_holds(fd, batch) for fd in plan.dependencies if fd.table.lower() in changed)
     _run_checks(spark, checks)
     return info
 
@@ -276,6 +278,24 @@ def _primary_key(table: Table, batch: str) -> Check:
         )
 
     return Check(f"SELECT {keys}, COUNT(*) AS n FROM __ns_new_{table.name} GROUP BY {keys} HAVING COUNT(*) > 1", error)
+
+
+def _dependency_holds(fd: FunctionalDependency, batch: str) -> Check:
+    """A declared dependency (nightshift.toml [dependencies], e.g. city -> region) lets the D-lattice
+    derive one summary-delta from another through it (5.1): it must hold after the batch, NULLs too."""
+    lhs = ", ".join(f"`{c}`" for c in fd.lhs)
+    both = ", ".join(f"`{c}`" for c in (*fd.lhs, *fd.rhs))
+    rule = f"{', '.join(fd.lhs)} -> {', '.join(fd.rhs)}"
+
+    def error(r: dict) -> BadChangeBatch:
+        key = ", ".join(f"{c}={r.get(c)!r}" for c in fd.lhs)
+        return BadChangeBatch(
+            f"batch {batch}, table {fd.table}: the declared dependency {rule} ([dependencies] in nightshift.toml) "
+            f"would not hold: {key} has {r['n']} different ({', '.join(fd.rhs)}) values; fix the batch or the declaration"
+        )
+
+    return Check(f"SELECT {lhs}, COUNT(*) AS n FROM (SELECT DISTINCT {both} FROM __ns_new_{fd.table}) "
+                 f"GROUP BY {lhs} HAVING COUNT(*) > 1", error)
 
 
 def _foreign_keys(table: Table, info: BatchInfo) -> list[Check]:

@@ -8,6 +8,7 @@ written last.
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Callable
@@ -16,7 +17,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lattice import emit
-from lattice.ir import Plan, View
+from lattice.dlattice import Statistics, build_lattice
+from lattice.ir import Lattice, Plan, View
+from lattice.passes.derives import topological_order
 from nightshift.faults import checkpoint
 from nightshift.lake import Lake, LakeState, parquet_rows
 from spark_jobs.changes import BatchInfo, load_batch
@@ -37,7 +40,9 @@ def propagate(
     progress(f"propagate {batch}: reading and checking the change batch")
     info = load_batch(spark, lake, plan, batch, state)
     progress(f"propagate {batch}: {info.rows} change rows ({_describe(info)}) checked in {time.perf_counter() - t0:.1f}s")
-    frames = [(i, view, _summary_delta(spark, view, info)) for i, view in enumerate(plan.views)]
+    lattice = _lattice(plan, lake, info, state)
+    raw = _along_lattice(spark, plan, lattice, info)
+    frames = [(i, view, _summary_delta(spark, view, info, raw[view.name])) for i, view in enumerate(plan.views)]
     out = lake.delta_root(batch)
     t1 = time.perf_counter()
     _write_together(frames, out)
@@ -57,6 +62,7 @@ def propagate(
         "deleted": info.deleted,
         "insert_only": not info.has_deletes,
         "views": views,
+        "lattice": _describe_lattice(lattice, info, views),
         "seconds": round(time.perf_counter() - t0, 3),
     }
     lake.write_manifest(batch, manifest)
@@ -67,11 +73,66 @@ def prefix(i: int) -> str:
     return f"v{i}__"
 
 
-def _summary_delta(spark: SparkSession, view: View, info: BatchInfo) -> DataFrame:
-    """The summary-delta of one view as a lazy DataFrame (Section 4.1; MIN/MAX of lost groups exact)."""
-    sd = spark.sql(emit.to_dialect(emit.summary_delta(view, info.changed), "spark"))
+def _lattice(plan: Plan, lake: Lake, info: BatchInfo, state: LakeState) -> Lattice | None:
+    """The optimized D-lattice for this batch (Section 5), costed with the batch's change counts and
+    the base tables' sizes (Parquet footers, no Spark job). NIGHTSHIFT_LATTICE=0 turns it off: every
+    summary-delta then comes straight from the change set (the bench compares both)."""
+    if os.environ.get("NIGHTSHIFT_LATTICE", "1") == "0":
+        return None
+    stats = Statistics.of(
+        table_rows={t.name: parquet_rows(lake.current_base_dir(t.name, state)) for t in plan.schema.tables},
+        change_rows={t: info.inserted[t] + info.deleted[t] for t in info.inserted},
+    )
+    return build_lattice(plan, stats)
+
+
+def _along_lattice(spark: SparkSession, plan: Plan, lattice: Lattice | None, info: BatchInfo) -> dict[str, DataFrame]:
+    """Every summary-delta before the exact MIN/MAX step, each from its chosen parent (5.5): the
+    change set, or another summary-delta of this batch (registered as __ns_sd_<node>; Spark reuses
+    the parent's shuffle for all its children in the one write job)."""
+    if lattice is None:
+        order = [v.name for v in plan.views]
+        sql = {v.name: emit.summary_delta(v, info.changed) for v in plan.views}
+    else:
+        parent = parents(lattice, info)
+        needed: set[str] = set()
+        for v in plan.views:
+            node = v.name
+            while lattice.node(node).kind != "changes" and node not in needed:
+                needed.add(node)
+                node = parent[node]
+        order = [n for n in topological_order(lattice) if n in needed]
+        sql = {}
+        for n in order:
+            node, p = lattice.node(n), parent[n]
+            if lattice.node(p).kind == "changes":
+                sql[n] = emit.summary_delta(emit.node_view(node), info.changed)
+            else:
+                sql[n] = emit.derived_summary_delta(lattice.edge(p, n), node, emit.rel("sd", p))
+    raw = {}
+    for n in order:
+        raw[n] = spark.sql(emit.to_dialect(sql[n], "spark"))
+        raw[n].createOrReplaceTempView(emit.rel("sd", n))
+    return raw
+
+
+def parents(lattice: Lattice, info: BatchInfo) -> dict[str, str]:
+    """The chosen parent of every lattice point; an edge that joins a dimension this batch changed
+    would read it in the wrong state, so such a point falls back to the change set."""
+    changed = {t.lower() for t in info.changed}
+    changes_of = {n.fact: n.name for n in lattice.nodes if n.kind == "changes"}
+    out = {}
+    for p in lattice.parents:
+        stale = any(t.lower() in changed for t in p.requires_unchanged)
+        out[p.node] = changes_of[lattice.node(p.node).fact] if stale else p.parent
+    return out
+
+
+def _summary_delta(spark: SparkSession, view: View, info: BatchInfo, sd: DataFrame) -> DataFrame:
+    """The summary-delta of one view (Section 4.1; MIN/MAX of groups that lost rows made exact from
+    the base, since a parent summary-delta does not know the groups it did not touch), with exactly
+    the summary table's columns (a lattice-friendly point drops its hidden attributes here)."""
     if view.has_min_max and info.has_deletes:
-        sd.createOrReplaceTempView(emit.rel("sd", view.name))
         # lost groups and their exact extremes are few next to the base: broadcast them
         lost = F.broadcast(spark.sql(emit.to_dialect(emit.lost_groups(view), "spark")))
         lost.createOrReplaceTempView(emit.rel("lost", view.name))
@@ -79,7 +140,21 @@ def _summary_delta(spark: SparkSession, view: View, info: BatchInfo) -> DataFram
             exact = spark.sql(emit.to_dialect(emit.minmax_recompute(view, arg, info.changed), "spark"))
             F.broadcast(exact).createOrReplaceTempView(emit.rel("exact", f"{view.name}_{arg.index}"))
         sd = spark.sql(emit.to_dialect(emit.with_exact_minmax(view), "spark"))
-    return sd
+    columns = [k.name for k in view.keys] + [s.column for s in view.stored] + [emit.LOST]
+    return sd.select(*[F.col(f"`{c}`") for c in columns])
+
+
+def _describe_lattice(lattice: Lattice | None, info: BatchInfo, views: dict) -> dict:
+    """What the manifest (and `nightshift plan`) shows: each summary-delta's parent, its estimated
+    and actual rows."""
+    if lattice is None:
+        return {"enabled": False}
+    estimates = {e.node: e.rows for e in lattice.estimates}
+    nodes = {n: {"parent": p, "estimated_rows": estimates.get(n)} for n, p in parents(lattice, info).items()}
+    for name, entry in views.items():
+        if name in nodes:
+            nodes[name]["actual_rows"] = entry["rows"]
+    return {"enabled": True, "nodes": nodes}
 
 
 def _write_together(frames: list[tuple[int, View, DataFrame]], out: Path) -> None:

@@ -84,3 +84,20 @@ def test_requirements_pin_the_card_packages():
         assert pin in reqs
     lock = (ROOT / "requirements.lock").read_text()
     assert "sqlglot==" in lock and "SQLAlchemy==2." in lock and "psycopg==" in lock
+
+
+def test_plan_shows_the_d_lattice_and_writes_its_pictures(tmp_path):
+    import json
+
+    target = tmp_path / "p"
+    assert cli("init", str(target)).returncode == 0
+    r = cli("plan", "--project", str(target))
+    assert r.returncode == 0, r.stderr
+    assert "D-lattice" in r.stdout and "sCD_sales(city, date, +region)" in r.stdout  # Example 5.4's augmentation
+    assert "sCD_sales -> sR_sales" in r.stdout and "default statistics" in r.stdout
+    for name in ("plan.dot", "plan.png", "plan.json"):
+        assert (target / name).stat().st_size > 100, name
+    assert (target / "plan.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    lattice = json.loads(cli("plan", "--project", str(target), "--json").stdout)["lattice"]
+    parents = {p["node"]: p["parent"] for p in lattice["parents"]}
+    assert set(parents) >= {"SID_sales", "sCD_sales", "SiC_sales", "sR_sales"}
