@@ -287,3 +287,13 @@ def test_unsupported_view_refused_before_any_step(project, spark):
         Cycle(load_project(root), spark=spark)
     (root / "sql" / "summaries" / "w.sql").unlink()
     assert snapshot(root) == before
+
+
+def test_batch_breaking_a_declared_dependency(project, spark):
+    """nightshift.toml declares stores city -> region; the D-lattice derives sR_sales from sCD_sales through it."""
+    root, model = project
+    store = model.tables["stores"][0]
+    city, region = next((s[1], s[2]) for s in model.tables["stores"][1:] if s[1] is not None and s[1] != store[1])
+    other = "south" if region != "south" else "north"  # another store keeps (city, region)
+    write_changes(root, "b0002", {"stores": [("delete", store), ("insert", (store[0], city, other))]})
+    expect_refused(spark, root, "b0002", BadChangeBatch, "b0002", "stores", "city -> region", repr(city))
