@@ -584,3 +584,47 @@ def test_derives_is_a_function_of_two_points(figure1):
     edge = derives(points["sR_sales"], points["SiC_sales"], figure1.schema, figure1.dependencies)
     assert edge.join_labels == ("stores",)
     assert vlattice(derive_edges(lattice_points(figure1), figure1), figure1).augmentations[0].node == "sCD_sales"
+
+
+# =================================================================== a full cube
+
+
+def full_cube() -> dict[str, str]:
+    """Every point of stores(storeID -> city -> region) x items(itemID -> category) x date with COUNT(*)
+    and SUM(qty): 4 x 3 x 2 = 24 points less the grand total (a summary table needs a GROUP BY): 23 views."""
+    store = [("storeID", "p.storeID"), ("city", "s.city"), ("region", "s.region"), (None, None)]
+    item = [("itemID", "p.itemID"), ("category", "i.category"), (None, None)]
+    date = [("date", "p.date"), (None, None)]
+    views = {}
+    for a in store:
+        for b in item:
+            for c in date:
+                cols = [col for _, col in (a, b, c) if col]
+                if not cols:
+                    continue
+                name = "cube_" + "_".join(n for n, _ in (a, b, c) if n)
+                select = ", ".join(cols + ["COUNT(*) AS n", "SUM(p.qty) AS q"])
+                group = f" GROUP BY {', '.join(cols)}" if cols else ""
+                views[name] = (f"CREATE VIEW {name} AS SELECT {select} FROM pos p JOIN stores s ON p.storeID = s.storeID "
+                               f"JOIN items i ON p.itemID = i.itemID{group}")
+    return views
+
+
+def test_a_full_cube_compiles_to_the_expected_lattice():
+    """Derives (5.1) on a product of chains: v1 derives from v2 exactly when every dimension of v1 is at the
+    same or a coarser level than in v2. Chains of 4, 3 and 2 levels (ALL included) give 10 x 6 x 3 = 180
+    ordered pairs of the 24 points, equal pairs included; without the grand total (below all 24) that is 156,
+    so 156 - 23 = 133 edges between distinct views, plus one from the change set to each of the 23 views. The
+    Hasse diagram of the 24 points has 3*3*2 + 2*4*2 + 1*4*3 = 46 cover edges, 3 of them into the grand
+    total: 43 among the views, plus the change set above the finest view."""
+    plan = plan_of(full_cube())
+    lattice = build_lattice(plan)
+    views = [n for n in lattice.nodes if n.kind == "view"]
+    assert len(views) == 23 and not [n for n in lattice.nodes if n.kind == "implied"]
+    among = {v.name for v in views}
+    between = [e for e in lattice.edges if e.upper in among and e.lower in among]
+    assert len(between) == 133
+    assert len([e for e in lattice.edges if e.upper == DELTA]) == 23
+    assert len([e for e in lattice.cover_edges if e.upper in among]) == 43
+    assert [e.lower for e in lattice.cover_edges if e.upper == DELTA] == ["cube_storeID_itemID_date"]
+    assert all(lattice.node(p.parent).kind == "changes" or p.parent in among for p in lattice.parents)
