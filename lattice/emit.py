@@ -285,3 +285,16 @@ def derived_summary_delta(edge, lower, upper_relation: str) -> str:
     where = f"\nWHERE {over_upper(edge.where)}" if edge.where else ""
     group = f"\nGROUP BY {', '.join(keys)}" if keys else ""
     return f"SELECT {', '.join(cols)}\nFROM {' '.join(parts)}{where}{group}"
+
+
+def change_distincts(fact: str, joins, combos: list[tuple[tuple[str, str], ...]]) -> str:
+    """One cheap pass for the cost model (5.5): approximate distinct counts of each attribute
+    combination among the batch's changed fact rows joined with the dimensions (after the batch),
+    i.e. about how many rows the summary-delta grouping by it will have (Appendix A, Table 3)."""
+    dims = list(dict.fromkeys(j.parent for j in joins))
+    view = View(name=f"_ns_stats_{fact}", file="", sql="", fact=fact, tables=(fact, *dims), joins=tuple(joins),
+                where=None, keys=())
+    source = {fact: _signed(fact), **{d: rel("new", d) for d in dims}}
+    cols = [f"APPROX_DISTINCT(STRUCT({', '.join(f'{q(t)}.{q(c)}' for t, c in combo)})) AS {q(f'c{i}')}"
+            for i, combo in enumerate(combos)]
+    return f"SELECT {', '.join(cols)}\nFROM {_join_clause(view, source)}"

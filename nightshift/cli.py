@@ -148,9 +148,12 @@ def _lattice_of(project):
         m = lake.read_manifest(batch)
         if m and m.get("plan") == plan.fingerprint and m.get("lattice", {}).get("enabled"):
             state = lake.state()
+            cached = lake.root / "stats" / f"batch_id={batch}.json"  # measured summary-delta sizes, if any
+            distinct = json.loads(cached.read_text())["distinct"] if cached.is_file() else {}
             stats = Statistics.of(
                 table_rows={t.name: parquet_rows(lake.current_base_dir(t.name, state)) for t in plan.schema.tables},
                 change_rows={t: m["inserted"][t] + m["deleted"][t] for t in m["inserted"]},
+                change_distinct={tuple(k.split(",")): v for k, v in distinct.items()},
             )
             return build_lattice(plan, stats), {v: e["rows"] for v, e in m["views"].items()}, batch
     return build_lattice(plan), None, None

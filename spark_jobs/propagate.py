@@ -8,6 +8,7 @@ written last.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -40,7 +41,7 @@ def propagate(
     progress(f"propagate {batch}: reading and checking the change batch")
     info = load_batch(spark, lake, plan, batch, state)
     progress(f"propagate {batch}: {info.rows} change rows ({_describe(info)}) checked in {time.perf_counter() - t0:.1f}s")
-    lattice = _lattice(plan, lake, info, state)
+    lattice = _lattice(spark, plan, lake, info, state)
     raw = _along_lattice(spark, plan, lattice, info)
     frames = [(i, view, _summary_delta(spark, view, info, raw[view.name])) for i, view in enumerate(plan.views)]
     out = lake.delta_root(batch)
@@ -73,17 +74,51 @@ def prefix(i: int) -> str:
     return f"v{i}__"
 
 
-def _lattice(plan: Plan, lake: Lake, info: BatchInfo, state: LakeState) -> Lattice | None:
+def _lattice(spark: SparkSession, plan: Plan, lake: Lake, info: BatchInfo, state: LakeState) -> Lattice | None:
     """The optimized D-lattice for this batch (Section 5), costed with the batch's change counts and
     the base tables' sizes (Parquet footers, no Spark job). NIGHTSHIFT_LATTICE=0 turns it off: every
     summary-delta then comes straight from the change set (the bench compares both)."""
     if os.environ.get("NIGHTSHIFT_LATTICE", "1") == "0":
         return None
-    stats = Statistics.of(
-        table_rows={t.name: parquet_rows(lake.current_base_dir(t.name, state)) for t in plan.schema.tables},
-        change_rows={t: info.inserted[t] + info.deleted[t] for t in info.inserted},
-    )
-    return build_lattice(plan, stats)
+    sizes = {
+        "table_rows": {t.name: parquet_rows(lake.current_base_dir(t.name, state)) for t in plan.schema.tables},
+        "change_rows": {t: info.inserted[t] + info.deleted[t] for t in info.inserted},
+    }
+    lattice = build_lattice(plan, Statistics.of(**sizes))
+    if not _measures(info):
+        return lattice  # small batch: every parent is cheap, a statistics pass would cost more than it saves
+    distinct = _change_distincts(spark, plan, lattice, lake, info)
+    return build_lattice(plan, Statistics.of(**sizes, change_distinct=distinct))
+
+
+def _measures(info: BatchInfo) -> bool:
+    """Measure summary-delta sizes only for batches of NIGHTSHIFT_LATTICE_STATS_ROWS change rows or more."""
+    return info.rows >= int(os.environ.get("NIGHTSHIFT_LATTICE_STATS_ROWS", "50000"))
+
+
+def _change_distincts(spark: SparkSession, plan: Plan, lattice: Lattice, lake: Lake, info: BatchInfo) -> dict:
+    """Approximate summary-delta sizes of every lattice point, measured over the changes in one Spark
+    job per fact table and cached per batch in lake/stats/ (a rerun of propagate reads them back)."""
+    cache = lake.root / "stats" / f"batch_id={info.batch}.json"
+    combos = {}
+    for n in lattice.nodes:
+        if n.kind != "changes":
+            combos.setdefault(n.fact, set()).add(tuple(sorted((k.ref.table, k.ref.column) for k in n.keys)))
+    key = {f: sorted(c) for f, c in sorted(combos.items())}
+    if cache.is_file():
+        saved = json.loads(cache.read_text())
+        if saved.get("combos") == json.loads(json.dumps(key)):
+            return {tuple(k.split(",")): v for k, v in saved["distinct"].items()}
+    out = {}
+    for fact, wanted in key.items():
+        joins = [j for v in plan.views if v.fact == fact for j in v.joins]
+        joins = list({(j.child, j.parent): j for j in joins}.values())
+        row = spark.sql(emit.to_dialect(emit.change_distincts(fact, joins, wanted), "spark")).collect()[0]
+        for i, combo in enumerate(wanted):
+            out[tuple(f"{t}.{c}" for t, c in combo)] = int(row[f"c{i}"])
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps({"combos": key, "distinct": {",".join(k): v for k, v in out.items()}}))
+    return out
 
 
 def _along_lattice(spark: SparkSession, plan: Plan, lattice: Lattice | None, info: BatchInfo) -> dict[str, DataFrame]:
@@ -154,7 +189,7 @@ def _describe_lattice(lattice: Lattice | None, info: BatchInfo, views: dict) -> 
     for name, entry in views.items():
         if name in nodes:
             nodes[name]["actual_rows"] = entry["rows"]
-    return {"enabled": True, "nodes": nodes}
+    return {"enabled": True, "statistics": "measured" if _measures(info) else "sizes", "nodes": nodes}
 
 
 def _write_together(frames: list[tuple[int, View, DataFrame]], out: Path) -> None:

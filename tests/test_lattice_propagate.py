@@ -70,7 +70,17 @@ def lattice_equals_direct(root, spark, monkeypatch, views: dict, seed: int, nigh
 
 
 def test_lattice_summary_deltas_equal_direct_ones(tmp_path, spark, monkeypatch):
-    derived, strict = lattice_equals_direct(make_project(tmp_path / "p", VIEWS), spark, monkeypatch, VIEWS, 8, 6)
+    monkeypatch.setenv("NIGHTSHIFT_LATTICE_STATS_ROWS", "0")  # measure summary-delta sizes on every night
+    root = make_project(tmp_path / "p", VIEWS)
+    derived, strict = lattice_equals_direct(root, spark, monkeypatch, VIEWS, 8, 6)
+    assert len(list((root / "lake" / "stats").glob("batch_id=*.json"))) == 6  # one cached pass per batch
+    cycle = Cycle(load_project(root), spark=spark, progress=lambda _: None)
+    lattice = cycle.lake.read_manifest("b0005")["lattice"]
+    cycle.close()
+    assert lattice["statistics"] == "measured"
+    for view, node in lattice["nodes"].items():  # measured sizes: estimates near the actual rows
+        if "actual_rows" in node and node["parent"] == "Δpos":
+            assert abs(node["estimated_rows"] - node["actual_rows"]) <= 0.1 * node["actual_rows"] + 2, (view, node)
     assert derived, "no summary-delta was derived from another one: the lattice was not exercised"
     assert strict >= 2, "too few fact-only nights to compare summary-deltas row for row"
 
