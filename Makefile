@@ -32,7 +32,7 @@ demo: $(STAMP)
 	$(BIN)/nightshift demo --dir demo-project --rows $(ROWS) --nights $(NIGHTS)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q --durations=15 tests
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.run
