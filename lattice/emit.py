@@ -14,6 +14,8 @@ and aliased with the base table names, so the view's qualified expressions drop 
 
 from __future__ import annotations
 
+import re
+
 import sqlglot
 
 from lattice.ir import Argument, StoredAggregate, View
@@ -27,7 +29,9 @@ def q(name: str) -> str:
 
 
 def rel(kind: str, table: str) -> str:
-    return f"__ns_{kind}_{table}"
+    """A relation the executor registers; any character a bare identifier cannot hold is spelled out
+    as _<hex>_ (a view may be named "Sales by Store"), so names stay distinct and need no quoting."""
+    return f"__ns_{kind}_" + re.sub(r"[^A-Za-z0-9_]", lambda m: f"_{ord(m.group()):x}_", table)
 
 
 def to_dialect(sql: str, dialect: str) -> str:

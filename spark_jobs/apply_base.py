@@ -14,6 +14,7 @@ from typing import Callable
 
 from pyspark.sql import DataFrame, SparkSession
 
+from lattice.emit import rel
 from lattice.ir import Plan, Table
 from nightshift.faults import checkpoint
 from nightshift.lake import Lake, LakeState, parquet_rows
@@ -56,10 +57,10 @@ ROWS_PER_FILE = 4_000_000
 
 
 def _apply(spark: SparkSession, table: Table, old: DataFrame, info: BatchInfo) -> DataFrame:
-    ins = spark.table(f"__ns_ins_{table.name}")
+    ins = spark.table(rel('ins', table.name))
     if not info.deleted[table.name]:
         return old.unionByName(ins)
-    dels = spark.table(f"__ns_del_{table.name}")
+    dels = spark.table(rel('del', table.name))
     cols = list(table.column_names)
     keys = dels.dropDuplicates(cols)
     cond = [old[c].eqNullSafe(keys[c]) for c in cols]

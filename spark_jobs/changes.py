@@ -18,6 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lattice import types
+from lattice.emit import rel
 from lattice.errors import BadChangeBatch
 from lattice.ir import FunctionalDependency, Plan, Table
 from nightshift.lake import Lake, LakeState
@@ -76,7 +77,7 @@ def register_base(spark: SparkSession, lake: Lake, plan: Plan, state: LakeState)
         df = read_base(spark, lake, t, state)
         if t.name not in facts:
             df = df.cache()
-        df.createOrReplaceTempView(f"__ns_old_{t.name}")
+        df.createOrReplaceTempView(rel('old', t.name))
 
 
 # ---------------------------------------------------------------- the change batch
@@ -95,8 +96,8 @@ def load_batch(spark: SparkSession, lake: Lake, plan: Plan, batch: str, state: L
     for t in plan.schema.tables:
         inserted[t.name], deleted[t.name] = _check_files(t, batch, files.get(t.name, []))
         ins, dels = _read_changes(spark, t, files.get(t.name, []), inserted[t.name], deleted[t.name])
-        ins.createOrReplaceTempView(f"__ns_ins_{t.name}")
-        dels.createOrReplaceTempView(f"__ns_del_{t.name}")
+        ins.createOrReplaceTempView(rel('ins', t.name))
+        dels.createOrReplaceTempView(rel('del', t.name))
     info = BatchInfo(batch, inserted, deleted)
     facts = set(plan.fact_tables)
     for t in plan.schema.tables:
@@ -237,9 +238,9 @@ def _deletes_exist(table: Table, batch: str) -> Check:
     cols = list(table.column_names)
     col_list = ", ".join(f"`{c}`" for c in cols)
     sql = f"""
-        WITH d AS (SELECT {col_list}, COUNT(*) AS n FROM __ns_del_{table.name} GROUP BY {col_list}),
+        WITH d AS (SELECT {col_list}, COUNT(*) AS n FROM {rel('del', table.name)} GROUP BY {col_list}),
              o AS (SELECT {', '.join(f'b.`{c}`' for c in cols)}, COUNT(*) AS m
-                   FROM __ns_old_{table.name} b LEFT SEMI JOIN d ON {_nullsafe_on(cols, 'b', 'd')}
+                   FROM {rel('old', table.name)} b LEFT SEMI JOIN d ON {_nullsafe_on(cols, 'b', 'd')}
                    GROUP BY {', '.join(f'b.`{c}`' for c in cols)})
         SELECT d.*, COALESCE(o.m, 0) AS m FROM d LEFT JOIN o ON {_nullsafe_on(cols, 'd', 'o')}
         WHERE COALESCE(o.m, 0) < d.n"""
@@ -258,13 +259,13 @@ def _register_new(spark: SparkSession, table: Table, info: BatchInfo, cache: boo
     """__ns_new_<t>: the table after the batch (old minus deleted rows plus inserted rows)."""
     name = table.name
     if name not in info.changed:
-        spark.table(f"__ns_old_{name}").createOrReplaceTempView(f"__ns_new_{name}")
+        spark.table(rel('old', name)).createOrReplaceTempView(rel('new', name))
         return
-    old, ins, dels = spark.table(f"__ns_old_{name}"), spark.table(f"__ns_ins_{name}"), spark.table(f"__ns_del_{name}")
+    old, ins, dels = spark.table(rel('old', name)), spark.table(rel('ins', name)), spark.table(rel('del', name))
     new = old.exceptAll(dels).unionByName(ins) if info.deleted[name] else old.unionByName(ins)
     if cache:
         new = new.cache()
-    new.createOrReplaceTempView(f"__ns_new_{name}")
+    new.createOrReplaceTempView(rel('new', name))
 
 
 def _primary_key(table: Table, batch: str) -> Check:
@@ -277,7 +278,7 @@ def _primary_key(table: Table, batch: str) -> Check:
             f"an update of a {table.name} row is a delete of the old row image plus an insert of the new one"
         )
 
-    return Check(f"SELECT {keys}, COUNT(*) AS n FROM __ns_new_{table.name} GROUP BY {keys} HAVING COUNT(*) > 1", error)
+    return Check(f"SELECT {keys}, COUNT(*) AS n FROM {rel('new', table.name)} GROUP BY {keys} HAVING COUNT(*) > 1", error)
 
 
 def _dependency_holds(fd: FunctionalDependency, batch: str) -> Check:
@@ -294,7 +295,7 @@ def _dependency_holds(fd: FunctionalDependency, batch: str) -> Check:
             f"would not hold: {key} has {r['n']} different ({', '.join(fd.rhs)}) values; fix the batch or the declaration"
         )
 
-    return Check(f"SELECT {lhs}, COUNT(*) AS n FROM (SELECT DISTINCT {both} FROM __ns_new_{fd.table}) "
+    return Check(f"SELECT {lhs}, COUNT(*) AS n FROM (SELECT DISTINCT {both} FROM {rel('new', fd.table)}) "
                  f"GROUP BY {lhs} HAVING COUNT(*) > 1", error)
 
 
@@ -322,10 +323,10 @@ def _foreign_keys(table: Table, info: BatchInfo) -> list[Check]:
             )
 
         if info.inserted[table.name]:
-            sql = f"SELECT c.* FROM __ns_ins_{table.name} c LEFT ANTI JOIN __ns_new_{parent} p ON {on} WHERE {notnull}"
+            sql = f"SELECT c.* FROM {rel('ins', table.name)} c LEFT ANTI JOIN {rel('new', parent)} p ON {on} WHERE {notnull}"
             checks.append(Check(sql, orphan))
         if info.deleted[parent]:
-            sql = f"SELECT c.* FROM __ns_new_{table.name} c LEFT ANTI JOIN __ns_new_{parent} p ON {on} WHERE {notnull}"
+            sql = f"SELECT c.* FROM {rel('new', table.name)} c LEFT ANTI JOIN {rel('new', parent)} p ON {on} WHERE {notnull}"
             checks.append(Check(sql, gone))
     return checks
 
