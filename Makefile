@@ -7,14 +7,21 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 ROWS    ?= 1000000
 NIGHTS  ?= 3
+# make cluster: a local Spark standalone cluster (bin/spark-cluster; PORT=0 / UI_PORT=0 pick free ports)
+WORKERS ?= 1
+CORES   ?= 2
+WORKER_MEMORY ?= 1g
+PORT    ?= 7077
+UI_PORT ?= 8081
 
-.PHONY: venv demo test test-fast bench airflow clean help
+.PHONY: venv demo test test-fast bench airflow cluster cluster-stop cluster-status clean help
 
 help:
 	@echo "make demo    - set up .venv and run the retail example ($(ROWS) rows, $(NIGHTS) nights) end to end"
 	@echo "make test    - run the test suite"
 	@echo "make bench   - run the benchmarks (writes bench/REPORT.md)"
 	@echo "make airflow - Airflow standalone with the nightshift DAGs (UI on 127.0.0.1:8080; AIRFLOW_HOME=.airflow)"
+	@echo "make cluster - local Spark standalone master + $(WORKERS) worker(s) on 127.0.0.1:$(PORT) (UI $(UI_PORT)); make cluster-stop ends it"
 	@echo "make clean   - remove the demo project and caches (keeps .venv)"
 
 $(STAMP): requirements.txt requirements.lock pyproject.toml
@@ -40,6 +47,15 @@ bench: $(STAMP)
 # NIGHTSHIFT_PROJECTS (default demo-project), AIRFLOW__DATABASE__SQL_ALCHEMY_CONN (default SQLite): see bin/airflow-standalone
 airflow: $(STAMP)
 	$(BIN)/python bin/airflow-standalone
+
+cluster: $(STAMP)
+	$(BIN)/python bin/spark-cluster start --workers $(WORKERS) --cores $(CORES) --memory $(WORKER_MEMORY) --port $(PORT) --webui-port $(UI_PORT)
+
+cluster-status:
+	$(BIN)/python bin/spark-cluster status
+
+cluster-stop:
+	$(BIN)/python bin/spark-cluster stop
 
 clean:
 	rm -rf demo-project .pytest_cache spark-warehouse metastore_db derby.log

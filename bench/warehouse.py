@@ -99,7 +99,7 @@ def staging_throughput(work: Path, url: str, batch: str) -> dict:
     entry = lake.read_manifest(batch)["views"][view.name]
     files = lake.delta_files(batch, entry["part"])
     d = PostgresDialect()
-    columns = [(entry["prefix"] + c, d.fold(view, c), t) for c, t in delta_columns(view)]
+    columns = d.staging(view, delta_columns(view), entry["prefix"])
     ddl = "CREATE TEMP TABLE s (" + ", ".join(f"{q(dst)} {d.column_type(t)}" for _, dst, t in columns) + ")"
     engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
     out = {}

@@ -1,11 +1,12 @@
 """Airflow DAG factory: one DAG `nightshift__<project>` per nightshift project.
 
 Projects: the folders in NIGHTSHIFT_PROJECTS (separated by ':'), default <repo>/demo-project.
-Parsing this file reads only each project's nightshift.toml: no Spark, no database, no lake.
+Parsing this file reads only each project's text files (nightshift.toml, sql/): no Spark, no
+database, no lake; the plan's levels come from nightshift.plancache (compiled once per inputs' hash).
 
-    wait_for_batch ─► propagate (spark-submit) ─► window_gate ─► refresh ─► apply_base (spark-submit)
-                                                   (deferred)    (one txn)                     │
-                                                                      publish ◄── validate ◄───┘
+    wait_for_batch ─► propagate_level_0 ─► … ─► propagate_level_<n> ─► window_gate ─► refresh ─► apply_base
+                      (one spark-submit per D-lattice level)            (deferred)    (one txn)   (spark-submit)
+                                                                          publish ◄── validate ◄───┘
 
 Warehouse credentials: NIGHTSHIFT_WAREHOUSE_URL, else the Airflow connection named by [warehouse]
 airflow_conn_id (resolved when a task runs; spark-submit children get it in NIGHTSHIFT_WAREHOUSE_URL),
@@ -13,26 +14,26 @@ else [warehouse] url.
 
 Batch id = trigger conf `batch_id`, else the logical date as YYYYMMDD. Every task is idempotent
 (the steps skip what the ledger and the lake say is done), so clearing and rerunning any task of
-any night is safe; max_active_runs=1 keeps nights in order.
+any night is safe; max_active_runs=1 and the batch-order check of every step keep nights in order.
+Retries: NIGHTSHIFT_RETRIES (default 2), NIGHTSHIFT_RETRY_DELAY seconds apart (default 120); a closed
+window and a failed validation are not retried (AirflowFailException).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from pathlib import Path
 
 import pendulum
 from airflow.providers.standard.sensors.date_time import DateTimeSensorAsync
-from airflow.sdk import DAG, Asset, task
+from airflow.sdk import DAG, Asset, chain, task
 
 REPO = Path(__file__).resolve().parent.parent
 SUBMIT = str(REPO / "spark_jobs" / "submit.py")
 BATCH = "{{ dag_run.conf.get('batch_id') or ds_nodash }}"
-WINDOW_OPENS = (
-    "{{ dag_run.conf.get('gate_at') or data_interval_end.in_timezone(params.timezone)"
-    ".replace(hour=params.opens_h, minute=params.opens_m, second=0).isoformat() }}"
-)
+WINDOW_OPENS = "{{ window_of(dag_run, data_interval_end)[0] }}"
 
 
 def _projects() -> list[Path]:
@@ -41,18 +42,18 @@ def _projects() -> list[Path]:
     return [p for p in paths if (p / "nightshift.toml").is_file()]
 
 
-def _window_closes(context, project) -> pendulum.DateTime:
-    """When this night's window closes: conf `window_closes_at` (ISO), else [window] closes on the
-    day the window opens (the day after the logical date; the next day if it crosses midnight)."""
-    override = context["dag_run"].conf.get("window_closes_at")
-    if override:
-        return pendulum.parse(override)
-    tz = project.window.timezone
-    day = context["data_interval_end"].in_timezone(tz)
-    oh, om = (int(x) for x in project.window.opens.split(":"))
-    ch, cm = (int(x) for x in project.window.closes.split(":"))
-    closes = day.replace(hour=ch, minute=cm, second=0, microsecond=0)
-    return closes.add(days=1) if (ch, cm) <= (oh, om) else closes
+def window_of(window, dag_run, data_interval_end) -> tuple[str, str]:
+    """(opens, closes) of the window a run refreshes in, ISO: conf `gate_at` / `window_closes_at` when
+    given; a scheduled or manual run: the window that opens on the day its data interval ends (the
+    night after the logical date); a backfill: the window open now, else the next one, so a range
+    backfilled from the UI refreshes its nights one by one in real windows (nights that do not fit
+    fail with "window closed" and are rerun in the next window)."""
+    conf = dag_run.conf or {}
+    if "backfill" in str(getattr(dag_run, "run_type", "")).lower():
+        opens, closes = window.current_or_next(pendulum.now("UTC"))
+    else:
+        opens, closes = window.on(data_interval_end.in_timezone(window.timezone).date())
+    return conf.get("gate_at") or opens.isoformat(), conf.get("window_closes_at") or closes.isoformat()
 
 
 def build_dag(root: Path) -> DAG:
@@ -62,10 +63,11 @@ def build_dag(root: Path) -> DAG:
     from nightshift import config
     # inside tasks, load_project also resolves [warehouse] airflow_conn_id (Airflow connection -> warehouse URL)
     from nightshift.airflow_ext import ChangeBatchSensor, NightshiftSparkSubmit, load_project
+    from nightshift.plancache import plan_summary
 
     project = config.load_project(root)  # parse time: reads nightshift.toml only, never a connection
+    plan = plan_summary(root)  # the D-lattice's levels, compiled once per inputs' hash
     name = re.sub(r"[^A-Za-z0-9_]", "_", project.name)
-    opens_h, opens_m = (int(x) for x in project.window.opens.split(":"))
     published = Asset(name=f"nightshift__{name}__published", uri=f"file://{project.lake}/published")
     with DAG(
         dag_id=f"nightshift__{name}",
@@ -74,8 +76,9 @@ def build_dag(root: Path) -> DAG:
         start_date=pendulum.datetime(2026, 1, 1, tz=project.window.timezone),
         catchup=False,
         max_active_runs=1,
-        default_args={"retries": 2, "retry_delay": pendulum.duration(minutes=2)},
-        params={"timezone": project.window.timezone, "opens_h": opens_h, "opens_m": opens_m},
+        default_args={"retries": int(os.environ.get("NIGHTSHIFT_RETRIES", "2")),
+                      "retry_delay": pendulum.duration(seconds=float(os.environ.get("NIGHTSHIFT_RETRY_DELAY", "120")))},
+        user_defined_macros={"window_of": functools.partial(window_of, project.window)},
         tags=["nightshift"],
     ) as dag:
         wait = ChangeBatchSensor(
@@ -84,9 +87,16 @@ def build_dag(root: Path) -> DAG:
         )
         spark_args = {"conn_id": "spark_default", "application": SUBMIT, "conf": {"spark.ui.enabled": "false"},
                       "warehouse_conn_id": project.warehouse_conn_id}
-        propagate = NightshiftSparkSubmit(
-            task_id="propagate", application_args=["propagate", "--project", str(root), "--batch", BATCH], **spark_args
-        )
+        propagate = [
+            NightshiftSparkSubmit(
+                task_id=f"propagate_level_{k}",
+                application_args=["propagate", "--project", str(root), "--batch", BATCH, "--level", str(k)],
+                doc_md=f"Summary-deltas of D-lattice level {k}: {', '.join(points)} (plan {plan['fingerprint']}); "
+                       + ("writes the manifest refresh needs" if k == len(plan["levels"]) - 1 else "later levels derive from them"),
+                **spark_args,
+            )
+            for k, points in enumerate(plan["levels"])
+        ]
         gate = DateTimeSensorAsync(task_id="window_gate", target_time=WINDOW_OPENS)
 
         @task
@@ -95,7 +105,7 @@ def build_dag(root: Path) -> DAG:
 
             from nightshift.cycle import Cycle
 
-            closes = _window_closes(context, project)
+            closes = pendulum.parse(window_of(project.window, context["dag_run"], context["data_interval_end"])[1])
             if pendulum.now("UTC") > closes:
                 raise AirflowFailException(
                     f"batch {batch}: the batch window closed at {closes.isoformat()}; refresh did not start "
@@ -129,7 +139,7 @@ def build_dag(root: Path) -> DAG:
             return batch
 
         refreshed = refresh(BATCH)
-        wait >> propagate >> gate >> refreshed >> apply_base
+        chain(wait, *propagate, gate, refreshed, apply_base)
         checked = validate(BATCH)
         apply_base >> checked
         publish(checked)

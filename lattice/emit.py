@@ -85,28 +85,73 @@ def _source_terms(view: View, changed: frozenset[str]) -> list[tuple[dict[str, s
     return terms
 
 
-def prepare_changes(view: View, changed: frozenset[str]) -> str:
-    """prepare-insertions UNION ALL prepare-deletions, with the aggregate sources of Table 2.
+def _sources(view: View, sign: str) -> list[tuple[str, str]]:
+    """(expression, name) of Table 2's aggregate sources of one signed row: COUNT(*) -> sign;
+    COUNT(e) -> CASE WHEN e IS NULL THEN 0 ELSE sign END; SUM(e) -> sign * e; MIN/MAX(e) -> e of
+    inserted rows only (deleted extremes are handled by the recompute); lost -> 1 for a deleted row."""
+    cols = [(sign, "_src_count")]
+    for a in view.arguments:
+        cols.append((f"CASE WHEN ({a.sql}) IS NULL THEN 0 ELSE {sign} END", f"_src_cnt_{a.index}"))
+        if view.stored_of("sum", a.index):
+            cols.append((f"{sign} * ({a.sql})", f"_src_sum_{a.index}"))
+        for kind in ("min", "max"):
+            if view.stored_of(kind, a.index):
+                cols.append((f"CASE WHEN {sign} > 0 THEN ({a.sql}) END", f"_src_{kind}_{a.index}"))
+    cols.append((f"CASE WHEN {sign} < 0 THEN 1 ELSE 0 END", "_src_lost"))
+    return cols
 
-    COUNT(*) -> sign; COUNT(e) -> CASE WHEN e IS NULL THEN 0 ELSE sign END; SUM(e) -> sign * e;
-    MIN/MAX(e) -> e of inserted rows only (deleted extremes are handled by the recompute).
-    """
+
+def prepare_changes(view: View, changed: frozenset[str], preaggregate: bool = False) -> str:
+    """prepare-insertions UNION ALL prepare-deletions, with the aggregate sources of Table 2
+    (_sources). With `preaggregate` and preaggregation(view), the fact-change term aggregates the
+    signed fact rows by the fact columns the view needs before joining the dimensions (4.1.3)."""
     selects = []
     for term, signer in _source_terms(view, changed):
         sign = f"{q(signer)}.{q(SIGN)}"
         cols = [f"{q(k.ref.table)}.{q(k.ref.column)} AS {q(k.name)}" for k in view.keys]
-        cols.append(f"{sign} AS {q('_src_count')}")
-        for a in view.arguments:
-            cols.append(f"CASE WHEN ({a.sql}) IS NULL THEN 0 ELSE {sign} END AS {q(f'_src_cnt_{a.index}')}")
-            if view.stored_of("sum", a.index):
-                cols.append(f"{sign} * ({a.sql}) AS {q(f'_src_sum_{a.index}')}")
-            for kind in ("min", "max"):
-                if view.stored_of(kind, a.index):
-                    cols.append(f"CASE WHEN {sign} > 0 THEN ({a.sql}) END AS {q(f'_src_{kind}_{a.index}')}")
-        cols.append(f"CASE WHEN {sign} < 0 THEN 1 ELSE 0 END AS {q('_src_lost')}")
+        if preaggregate and signer == view.fact and preaggregation(view):
+            term = {**term, view.fact: _preaggregated_fact(view)}
+            cols += [f"{q(view.fact)}.{q(name)} AS {q(name)}" for _, name in _sources(view, sign)]
+        else:
+            cols += [f"{expr} AS {q(name)}" for expr, name in _sources(view, sign)]
         where = f"\nWHERE {view.where}" if view.where else ""
         selects.append(f"SELECT {', '.join(cols)}\nFROM {_join_clause(view, term)}{where}")
     return "\nUNION ALL\n".join(selects)
+
+
+# ------------------------------------------------------------------ pre-aggregation (4.1.3)
+
+
+def _columns_of(sql: str) -> set[tuple[str, str]]:
+    return {(c.table.lower(), c.name) for c in sqlglot.parse_one(sql).find_all(sqlglot.exp.Column)}
+
+
+def preaggregation(view: View) -> tuple[str, ...]:
+    """The fact columns to pre-aggregate the fact changes by before the dimension joins (4.1.3,
+    Figure 7), or () when it does not apply: the view joins no dimension, or an aggregate argument
+    uses a dimension's column. They are the fact columns the rest of the view reads: group-by
+    columns, foreign keys of the joins and columns of the WHERE filter."""
+    fact = view.fact.lower()
+    if not view.dimensions or any(t != fact for a in view.arguments for t, _ in _columns_of(a.sql)):
+        return ()
+    cols = [k.ref.column for k in view.keys if k.ref.table.lower() == fact]
+    cols += [c for j in view.joins if j.child.lower() == fact for c in j.child_columns]
+    cols += sorted(c for t, c in _columns_of(view.where) if t == fact) if view.where else []
+    return tuple(dict.fromkeys(cols))  # never empty: a dimension joins through a fact foreign key
+
+
+def _preaggregated_fact(view: View) -> str:
+    """Figure 7's prepare-changes: the signed fact changes grouped by preaggregation(view), with the
+    aggregate sources summed (MIN/MAX and lost composed); the summary-delta then adds them up."""
+    f = q(view.fact)
+    by = [f"{f}.{q(c)}" for c in preaggregation(view)]
+    def combine(name: str) -> str:
+        if name.startswith("_src_min_"):
+            return "MIN"
+        return "MAX" if name.startswith("_src_max_") or name == "_src_lost" else "SUM"
+
+    aggs = [f"{combine(name)}({expr}) AS {q(name)}" for expr, name in _sources(view, f"{f}.{q(SIGN)}")]
+    return (f"(SELECT {', '.join(by + aggs)} FROM {_signed(view.fact)} AS {f} GROUP BY {', '.join(by)})")
 
 
 # ------------------------------------------------------------------ summary-delta (4.1.2)
@@ -119,7 +164,7 @@ def _agg_of(s: StoredAggregate) -> str:
     return {"count": f"SUM({src})", "sum": f"SUM({src})", "min": f"MIN({src})", "max": f"MAX({src})"}[s.kind]
 
 
-def summary_delta(view: View, changed: frozenset[str]) -> str:
+def summary_delta(view: View, changed: frozenset[str], preaggregate: bool = False) -> str:
     """sd_<view>: the prepare-changes rows aggregated by the view's group-by columns, typed like the
     summary table, plus _ns_lost = 1 for groups that lost rows (their MIN/MAX must be recomputed)."""
     keys = ", ".join(q(k.name) for k in view.keys)
@@ -128,7 +173,7 @@ def summary_delta(view: View, changed: frozenset[str]) -> str:
         cols.append(f"CAST({_agg_of(s)} AS {s.type}) AS {q(s.column)}")
     cols.append(f"CAST(MAX({q('_src_lost')}) AS INT) AS {q(LOST)}")
     group = f"\nGROUP BY {keys}" if view.keys else ""
-    return f"SELECT {', '.join(cols)}\nFROM (\n{prepare_changes(view, changed)}\n) AS {q('pc')}{group}"
+    return f"SELECT {', '.join(cols)}\nFROM (\n{prepare_changes(view, changed, preaggregate)}\n) AS {q('pc')}{group}"
 
 
 def materialize(view: View) -> str:
@@ -191,9 +236,38 @@ def minmax_recompute(view: View, arg: Argument, changed: frozenset[str]) -> str:
     )
 
 
-def lost_groups(view: View) -> str:
+def lost_groups(view: View, weakly_minimal: bool = False) -> str:
+    """The groups of sd_<view> whose MIN/MAX must be recomputed exactly (__ns_lost_<view>).
+
+    Every group that lost rows, or, when the changes to the view's join are weakly minimal (4.3:
+    the deleted rows are a sub-bag of the rows before the batch, and no row is inserted and deleted
+    in the same batch), only those where a deleted value undercuts the delta's MIN (or exceeds its
+    MAX) of the inserted values. Otherwise the refresh's LEAST(t.m, δt.m) is exact: either every
+    deleted value exceeds t.m, so t.m survives, or the smallest deleted one is t.m and the inserted
+    minimum is at most that, so it is the new minimum. The paper's test δt.m = t.m needs t.m, which
+    propagate never reads; this one needs only the changes."""
     keys = ", ".join(q(k.name) for k in view.keys) or "1 AS _one"
-    return f"SELECT DISTINCT {keys} FROM {rel('sd', view.name)} WHERE {q(LOST)} = 1"
+    sd = rel("sd", view.name)
+    if not weakly_minimal:
+        return f"SELECT DISTINCT {keys}, 1 AS {q('_ns_l')} FROM {sd} WHERE {q(LOST)} = 1"
+    src = {view.fact: rel("del", view.fact), **{d: rel("new", d) for d in view.dimensions}}
+    args = minmax_arguments(view)
+    dcols = [f"{q(k.ref.table)}.{q(k.ref.column)} AS {q(k.name)}" for k in view.keys]
+    dcols += [f"MIN({a.sql}) AS {q(f'_d_min_{a.index}')}, MAX({a.sql}) AS {q(f'_d_max_{a.index}')}" for a in args]
+    where = f"\nWHERE {view.where}" if view.where else ""
+    group = f"\nGROUP BY {', '.join(f'{q(k.ref.table)}.{q(k.ref.column)}' for k in view.keys)}" if view.keys else ""
+    deleted = f"SELECT {', '.join(dcols)}\nFROM {_join_clause(view, src)}{where}{group}"
+    tests = []
+    for s in view.stored:
+        if s.kind in ("min", "max"):
+            d, c, cmp = q(f"_d_{s.kind}_{s.arg}"), f"{q('sd')}.{q(s.column)}", "<" if s.kind == "min" else ">"
+            tests.append(f"({q('dl')}.{d} IS NOT NULL AND ({c} IS NULL OR {q('dl')}.{d} {cmp} {c}))")
+    on = " AND ".join(f"{q('sd')}.{q(k.name)} IS NOT DISTINCT FROM {q('dl')}.{q(k.name)}" for k in view.keys) or "1 = 1"
+    picked = ", ".join(f"{q('sd')}.{q(k.name)}" for k in view.keys) or "1 AS _one"
+    return (
+        f"SELECT DISTINCT {picked}, 1 AS {q('_ns_l')}\nFROM {sd} AS {q('sd')}\nJOIN (\n{deleted}\n) AS {q('dl')} ON {on}\n"
+        f"WHERE {q('sd')}.{q(LOST)} = 1 AND ({' OR '.join(tests) or 'FALSE'})"
+    )
 
 
 def minmax_arguments(view: View) -> tuple[Argument, ...]:
@@ -201,20 +275,21 @@ def minmax_arguments(view: View) -> tuple[Argument, ...]:
 
 
 def with_exact_minmax(view: View) -> str:
-    """Replace the MIN/MAX of lost groups in the summary-delta by their recomputed exact values
-    (one __ns_exact_<view>_<i> relation per MIN/MAX argument i)."""
-    sd = q("sd")
+    """Replace the MIN/MAX of the groups in __ns_lost_<view> by their recomputed exact values (one
+    __ns_exact_<view>_<i> relation per MIN/MAX argument i); _ns_lost = 1 marks exactly those groups."""
+    sd, recompute = q("sd"), f"{q('l')}.{q('_ns_l')} = 1"
     cols = [f"{sd}.{q(k.name)}" for k in view.keys]
     for s in view.stored:
         if s.kind in ("min", "max"):
             x = q(f"x{s.arg}")
             cols.append(
-                f"CASE WHEN {sd}.{q(LOST)} = 1 THEN {x}.{q(f'_x_{s.kind}_{s.arg}')} ELSE {sd}.{q(s.column)} END AS {q(s.column)}"
+                f"CASE WHEN {recompute} THEN {x}.{q(f'_x_{s.kind}_{s.arg}')} ELSE {sd}.{q(s.column)} END AS {q(s.column)}"
             )
         else:
             cols.append(f"{sd}.{q(s.column)}")
-    cols.append(f"{sd}.{q(LOST)}")
-    joins = []
+    cols.append(f"CASE WHEN {recompute} THEN 1 ELSE 0 END AS {q(LOST)}")
+    on = " AND ".join(f"{sd}.{q(k.name)} IS NOT DISTINCT FROM {q('l')}.{q(k.name)}" for k in view.keys) or "1 = 1"
+    joins = [f"LEFT JOIN {rel('lost', view.name)} AS {q('l')} ON {on}"]
     for a in minmax_arguments(view):
         x = q(f"x{a.index}")
         on = " AND ".join(f"{sd}.{q(k.name)} IS NOT DISTINCT FROM {x}.{q(k.name)}" for k in view.keys) or "1 = 1"

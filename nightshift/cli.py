@@ -18,7 +18,11 @@ EPILOG = "Docs: README.md. Batches apply in id order; every step is safe to reru
 
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if getattr(args, "func", None) is _bench:
+        args.options = extra  # bench's own options (python -m bench.run --help)
+    elif extra:
+        parser.parse_args(argv)  # reports the unrecognized arguments and exits 2
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
@@ -64,7 +68,10 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--out", metavar="DIR", help="where to write plan.dot/plan.png/plan.json (default: the project folder)")
     c.add_argument("--json", action="store_true", help="machine-readable output")
     cmd("materialize", _materialize, "Build every summary table from the current base tables (one transaction).")
-    cmd("propagate", _step("propagate"), "Compute the batch's summary-deltas with Spark (outside the window).", batch=True)
+    c = cmd("propagate", _step("propagate"), "Compute the batch's summary-deltas with Spark (outside the window).", batch=True)
+    c.add_argument("--level", type=int, metavar="K", help="only level K of the D-lattice (nightshift plan lists the "
+                   "levels; the Airflow DAG runs one task per level, in order, and the last level writes the manifest "
+                   "refresh needs); default: every level in one Spark job")
     cmd("refresh", _step("refresh"), "Apply the batch's summary-deltas to every summary table in one transaction.", batch=True)
     cmd("apply-base", _step("apply_base"), "Apply the batch to the lake's base tables (atomic).", batch=True)
     c = cmd("validate", _validate, "Run the Great Expectations gate on the summary tables after refresh and apply-base: "
@@ -77,6 +84,10 @@ def _parser() -> argparse.ArgumentParser:
     c = cmd("verify", _verify, "Compare every served view with a from-scratch recompute (DuckDB and/or Spark).")
     c.add_argument("--engine", choices=["duckdb", "spark", "both"], default="duckdb")
     c = cmd("status", _status, "Show applied batches (ledger and lake) and pending batches.")
+    sub.add_parser("bench", add_help=False, help="Paper 001's performance study (Figure 10, Table 1): summary-delta "
+                   "maintenance with and without the lattice vs Spark/DuckDB recompute and the counting algorithm; "
+                   "writes bench/REPORT.md and plots (options: nightshift bench --help; --quick under 3 minutes)."
+                   ).set_defaults(func=_bench)
     c = cmd("demo", _demo, "Create the retail example, run its nights end to end, and check the result.", project=False)
     c.add_argument("--dir", default="demo-project", help="project folder to (re)create (default: demo-project)")
     c.add_argument("--rows", type=int, default=1_000_000, help="pos rows in the initial load (default 1000000)")
@@ -110,12 +121,17 @@ def _plan(args) -> int:
     from nightshift import render
 
     files = render.write_files(lattice, Path(args.out) if args.out else project.root, actual)
+    from lattice.dlattice import levels
+
+    tiers = levels(lattice)
     if args.json:
         import dataclasses
 
-        print(json.dumps({**dataclasses.asdict(plan), "lattice": render.to_dict(lattice, actual)}, indent=1))
+        print(json.dumps({**dataclasses.asdict(plan), "lattice": render.to_dict(lattice, actual),
+                          "levels": [list(t) for t in tiers]}, indent=1))
         return 0
     print(f"plan {plan.fingerprint}: {len(plan.views)} summary table(s)")
+    from lattice import emit
     for v in plan.views:
         joins = ", ".join(f"{j.child}.{'/'.join(j.child_columns)} -> {j.parent}" for j in v.joins) or "none"
         print(f"\n{v.name}  ({v.file})")
@@ -128,33 +144,35 @@ def _plan(args) -> int:
                 extra = f" / {o.count_column}" if o.count_column else ""
                 print(f"  {o.name} = {o.kind.upper()} -> {o.source}{extra}")
         print(f"  stored: {', '.join(f'{s.column} {s.kind}' for s in v.stored)}")
+        by = emit.preaggregation(v)
+        if by:
+            print(f"  pre-aggregation (4.1.3): fact changes grouped by {', '.join(by)} before joining "
+                  f"{', '.join(v.dimensions)} (when computed from the change set)")
+        if v.name.lower() in {n.lower() for n in project.new_keys}:
+            print("  refresh (4.3): every summary-delta group declared new ([refresh] new_keys), verified each night")
     basis = f"costed with the statistics of batch {batch}; actual rows from its propagate" if batch else \
         "costed with default statistics (no batch propagated yet)"
     print(f"\n{render.to_text(lattice, actual)}\n({basis})")
+    print("\nlevels (propagate --level K; one Airflow task each, in order):")
+    for k, tier in enumerate(tiers):
+        print(f"  {k}: {', '.join(tier)}")
     print(f"wrote {', '.join(str(f) for f in files)}")
     return 0
 
 
 def _lattice_of(project):
-    """The D-lattice as the last propagated batch used it (its change counts, the base's current
-    sizes) with that batch's actual summary-delta rows; default statistics before any batch."""
-    from lattice.dlattice import Statistics, build_lattice
-    from nightshift.lake import Lake, parquet_rows
+    """The D-lattice as the last propagated batch used it (its change counts and measured sizes, the
+    base's current sizes) with that batch's actual summary-delta rows; default statistics before any batch."""
+    from lattice.dlattice import build_lattice
+    from nightshift.lake import Lake
 
     lake = Lake(project.lake)
     plan = project.plan
-    batches = sorted(p.name.split("=", 1)[1] for p in (lake.root / "deltas").glob("batch_id=*"))
-    for batch in reversed(batches):
+    for batch in reversed(lake.propagated_batches()):
         m = lake.read_manifest(batch)
         if m and m.get("plan") == plan.fingerprint and m.get("lattice", {}).get("enabled"):
-            state = lake.state()
-            cached = lake.root / "stats" / f"batch_id={batch}.json"  # measured summary-delta sizes, if any
-            distinct = json.loads(cached.read_text())["distinct"] if cached.is_file() else {}
-            stats = Statistics.of(
-                table_rows={t.name: parquet_rows(lake.current_base_dir(t.name, state)) for t in plan.schema.tables},
-                change_rows={t: m["inserted"][t] + m["deleted"][t] for t in m["inserted"]},
-                change_distinct={tuple(k.split(",")): v for k, v in distinct.items()},
-            )
+            change_rows = {t: m["inserted"][t] + m["deleted"][t] for t in m["inserted"]}
+            stats = lake.statistics(plan.schema, lake.state(), change_rows, lake.read_change_distincts(batch))
             return build_lattice(plan, stats), {v: e["rows"] for v, e in m["views"].items()}, batch
     return build_lattice(plan), None, None
 
@@ -167,7 +185,8 @@ def _materialize(args) -> int:
 
 def _step(name: str):
     def run(args) -> int:
-        r = getattr(_cycle(args), name)(args.batch)
+        level = getattr(args, "level", None)
+        r = getattr(_cycle(args), name)(args.batch, *([] if level is None else [level]))
         print(f"{r.step} {args.batch}: " + (f"skipped ({r.skipped})" if r.skipped else f"done in {r.seconds:.2f}s"))
         return 0
 
@@ -232,7 +251,25 @@ def _status(args) -> int:
     print(f"lake base at: {state.last or '(empty)'}; ledger at: {ledger[-1].position if ledger else '(no summary tables)'}")
     pending = [b for b in cycle.lake.batch_ids() if b not in state.applied]
     print(f"pending batches: {', '.join(pending) or 'none'}")
+    last = next((r for r in reversed(ledger) if r.kind == "batch"), None)
+    if last:  # how each summary table was refreshed (paper 001, 4.3)
+        print(f"last refresh ({last.batch_id}):")
+        for view, s in last.stats.items():
+            if isinstance(s, dict) and "path" in s:
+                exact = f", {s['minmax_exact_groups']} exact MIN/MAX group(s)" if "minmax_exact_groups" in s else ""
+                print(f"  {view}: {s['path']} ({s['why']}); +{s['inserted']} ~{s['updated']} -{s['deleted']}{exact}")
     return 0
+
+
+def _bench(args) -> int:
+    """The study lives in bench/ of the source checkout (next to this package), not in the installed package."""
+    root = Path(__file__).resolve().parent.parent
+    if not (root / "bench" / "run.py").is_file():
+        raise NightshiftError(f"nightshift bench needs the source checkout: no bench/run.py under {root}")
+    sys.path.insert(0, str(root))
+    from bench.run import main as bench_main
+
+    return bench_main(args.options)
 
 
 def _demo(args) -> int:

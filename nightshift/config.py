@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import re
 import tomllib
+import zoneinfo
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -22,6 +24,20 @@ class Window:
     closes: str = "05:00"
     timezone: str = "UTC"
 
+    def on(self, day: dt.date) -> tuple[dt.datetime, dt.datetime]:
+        """The window that opens on `day` (in the window's timezone): (opens, closes), aware datetimes;
+        it closes the next day when it crosses midnight."""
+        tz = zoneinfo.ZoneInfo(self.timezone)
+        (oh, om), (ch, cm) = (tuple(int(x) for x in t.split(":")) for t in (self.opens, self.closes))
+        opens = dt.datetime.combine(day, dt.time(oh, om), tz)
+        closes = dt.datetime.combine(day + dt.timedelta(days=(ch, cm) <= (oh, om)), dt.time(ch, cm), tz)
+        return opens, closes
+
+    def current_or_next(self, now: dt.datetime) -> tuple[dt.datetime, dt.datetime]:
+        """The window open at `now`, else the next one (a backfill's nights refresh in it, one by one)."""
+        today = now.astimezone(zoneinfo.ZoneInfo(self.timezone)).date()
+        return next(w for d in (-1, 0, 1) if (w := self.on(today + dt.timedelta(days=d)))[1] > now)
+
 
 @dataclass(frozen=True)
 class Project:
@@ -33,6 +49,7 @@ class Project:
     dependencies: tuple[FunctionalDependency, ...]
     settings: dict
     warehouse_conn_id: str = ""  # [warehouse] airflow_conn_id: DAG tasks take the URL from this Airflow connection
+    new_keys: tuple[str, ...] = ()  # [refresh] new_keys: views whose summary-delta groups are all new every night (4.3)
 
     @property
     def name(self) -> str:
@@ -59,13 +76,15 @@ def load_project(root: str | Path) -> Project:
         data = tomllib.loads(toml_file.read_text())
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{toml_file}: malformed TOML: {e}") from None
-    for section in ("lake", "warehouse", "spark", "window", "dependencies"):
+    for section in ("lake", "warehouse", "spark", "window", "dependencies", "refresh"):
         if section in data and not isinstance(data[section], dict):
             raise ConfigError(f"{toml_file}: [{section}] must be a table")
     lake = Path(_str(data, "lake", "path", "lake", toml_file))
-    url = _str(data, "warehouse", "url", "duckdb:///warehouse.duckdb", toml_file)
+    conn_id = _str(data, "warehouse", "airflow_conn_id", "", toml_file)
+    # with airflow_conn_id and no url the URL exists only inside Airflow tasks (nightshift.airflow_ext)
+    url = _str(data, "warehouse", "url", "" if conn_id else "duckdb:///warehouse.duckdb", toml_file)
     url = os.environ.get("NIGHTSHIFT_WAREHOUSE_URL", url)  # credentials stay out of project files
-    if "://" not in url:
+    if url and "://" not in url:
         raise ConfigError(f"{toml_file}: [warehouse] url {url!r} is not a SQLAlchemy URL (e.g. duckdb:///warehouse.duckdb)")
     window = data.get("window", {})
     return Project(
@@ -80,8 +99,16 @@ def load_project(root: str | Path) -> Project:
         ),
         dependencies=_dependencies(data.get("dependencies", {}), toml_file),
         settings=data,
-        warehouse_conn_id=_str(data, "warehouse", "airflow_conn_id", "", toml_file),
+        warehouse_conn_id=conn_id,
+        new_keys=_names(data.get("refresh", {}), "new_keys", toml_file),
     )
+
+
+def _names(section: dict, key: str, file: Path) -> tuple[str, ...]:
+    value = section.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{file}: [refresh] {key} must be a list of summary view names, like [\"SID_sales\"]")
+    return tuple(value)
 
 
 def _str(data: dict, section: str, key: str, default: str, file: Path) -> str:

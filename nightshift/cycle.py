@@ -12,16 +12,17 @@ Batches apply strictly in id order; anything else is refused with a BatchOrderEr
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Callable
 
-from lattice.errors import BatchOrderError, PlanChanged, WarehouseError
+from lattice.errors import BatchOrderError, ConfigError, PlanChanged, WarehouseError
 from nightshift.config import Project
 from nightshift.lake import Lake, LakeState, check_batch_id
-from warehouse.store import Warehouse, mask
+from warehouse.store import RefreshHints, Warehouse, mask
 
 
 def stderr_progress(msg: str) -> None:
@@ -38,12 +39,22 @@ class StepResult:
 
 
 class Cycle:
-    def __init__(self, project: Project, spark=None, progress: Callable[[str], None] = stderr_progress):
+    def __init__(self, project: Project, spark=None, progress: Callable[[str], None] = stderr_progress, spark_factory=None):
+        """spark: a SparkSession to use; spark_factory: makes one on first use (spark-submit's own
+        session, so a step that finds nothing to do never starts Spark); neither: get_spark with
+        the project's [spark] master on first use."""
         self.project = project
         self.plan = project.plan
         self.lake = Lake(project.lake)
+        if not project.warehouse_url:
+            raise ConfigError(
+                f"{project.root / 'nightshift.toml'}: the warehouse URL comes from the Airflow connection "
+                f"{project.warehouse_conn_id!r} ([warehouse] airflow_conn_id), which only Airflow tasks read; "
+                f"outside Airflow set NIGHTSHIFT_WAREHOUSE_URL (or [warehouse] url)"
+            )
         self.warehouse = Warehouse(project.warehouse_url, project.root)
         self._spark = spark
+        self._spark_factory = spark_factory
         self.progress = progress
         self._batch_info = None
 
@@ -51,6 +62,8 @@ class Cycle:
     def spark(self):
         if self._spark is not None:
             return self._spark
+        if self._spark_factory is not None:
+            return self._spark_factory()
         from spark_jobs.session import get_spark
 
         self.progress(f"starting Spark ({self.project.spark_master})")
@@ -108,7 +121,9 @@ class Cycle:
         self.warehouse.materialize(self.plan, {v.name: self.lake.root / "_none" for v in self.plan.views}, "", {"empty": True})
 
     # ---------------------------------------------------------------- steps
-    def propagate(self, batch: str) -> StepResult:
+    def propagate(self, batch: str, level: int | None = None) -> StepResult:
+        """The batch's summary-deltas; level: only that level of the D-lattice (dlattice.levels: one
+        Airflow task per level, in order; the last level writes the manifest refresh needs)."""
         t0 = time.perf_counter()
         status = self.status(batch)
         if status != "pending":
@@ -117,11 +132,27 @@ class Cycle:
         from spark_jobs.propagate import propagate
 
         state = self.lake.state()
-        manifest = propagate(self.spark, self.plan, self.lake, batch, state, self.progress)
+        manifest = propagate(self.spark, self.plan, self.lake, batch, state, self.progress, level)
         from spark_jobs.changes import BatchInfo
 
         self._batch_info = (batch, state, BatchInfo(batch, manifest["inserted"], manifest["deleted"]))
-        return StepResult("propagate", batch, seconds=time.perf_counter() - t0, details=manifest)
+        step = "propagate" if level is None else f"propagate --level {level}"
+        return StepResult(step, batch, seconds=time.perf_counter() - t0, details=manifest)
+
+    def refresh_hints(self, manifest: dict) -> RefreshHints:
+        """What 4.3 may rely on tonight: the manifest's insert_only and the declared new-key views."""
+        names = {v.name.lower(): v.name for v in self.plan.views}
+        unknown = [n for n in self.project.new_keys if n.lower() not in names]
+        if unknown:
+            raise ConfigError(
+                f"{self.project.root / 'nightshift.toml'}: [refresh] new_keys: no summary view named {unknown[0]!r} "
+                f"(views: {', '.join(sorted(names.values()))})"
+            )
+        return RefreshHints(
+            insert_only=bool(manifest.get("insert_only")),
+            new_keys=frozenset(names[n.lower()] for n in self.project.new_keys),
+            optimize=os.environ.get("NIGHTSHIFT_REFRESH_OPT", "1") != "0",
+        )
 
     def refresh(self, batch: str) -> StepResult:
         t0 = time.perf_counter()
@@ -144,7 +175,7 @@ class Cycle:
             if entry is None or (entry["rows"] and not files):
                 raise WarehouseError(f"refresh {batch}: summary-delta of {v.name} is missing; rerun nightshift propagate --batch {batch}")
             deltas[v.name] = (files, entry["prefix"])
-        stats = self.warehouse.refresh(self.plan, batch, deltas, state.last or "", self.progress)
+        stats = self.warehouse.refresh(self.plan, batch, deltas, state.last or "", self.progress, self.refresh_hints(manifest))
         if stats is None:
             return StepResult("refresh", batch, skipped=f"batch {batch} is already in the ledger")
         return StepResult("refresh", batch, seconds=time.perf_counter() - t0, details=stats)

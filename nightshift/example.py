@@ -92,11 +92,14 @@ def batch_id(day: int) -> str:
 
 
 class RetailGenerator:
-    """Deterministic retail data; keeps the current base in memory to make valid deletes."""
+    """Deterministic retail data; keeps the current base in memory to make valid deletes.
 
-    def __init__(self, seed: int = 7, stores: int = 100, items: int = 1000, days: int = 365):
+    skew > 0 draws stores and items Zipf-like (the k-th most popular with weight 1/k**skew); 0 is uniform.
+    """
+
+    def __init__(self, seed: int = 7, stores: int = 100, items: int = 1000, days: int = 365, skew: float = 0.0):
         self.rng = np.random.default_rng(seed)
-        self.n_stores, self.n_items, self.days = stores, items, days
+        self.n_stores, self.n_items, self.days, self.skew = stores, items, days, skew
         self.pos: pd.DataFrame | None = None
         self.items: pd.DataFrame | None = None
         self.stores: pd.DataFrame | None = None
@@ -139,12 +142,38 @@ class RetailGenerator:
         qty = r.integers(1, 20, n).astype("float64")
         qty[r.random(n) < 0.01] = np.nan  # NULL measures
         return pd.DataFrame(
-            {"storeID": r.integers(1, len(self.stores) + 1, n).astype("int32"),
-             "itemID": r.integers(1, len(self.items) + 1, n).astype("int32"),
+            {"storeID": self._ids(n, len(self.stores)), "itemID": self._ids(n, len(self.items)),
              "date": [START + dt.timedelta(days=int(d)) for d in r.integers(first_day, last_day, n)],
              "qty": pd.array(qty, dtype="Int32"),
              "price": [_money(p) for p in r.integers(99, 9999, n)]}
         )
+
+    def _ids(self, n: int, upper: int) -> np.ndarray:
+        """n ids in 1..upper: uniform, or Zipf-like with exponent self.skew."""
+        if not self.skew:
+            return self.rng.integers(1, upper + 1, n).astype("int32")
+        weights = 1.0 / np.arange(1, upper + 1) ** self.skew
+        return (self.rng.choice(upper, n, p=weights / weights.sum()) + 1).astype("int32")
+
+    def update_generating(self, changes: int) -> pd.DataFrame:
+        """Section 6's update-generating pos changes: equal numbers of deletes (of existing rows) and
+        inserts over existing dates, stores and items; the in-memory base follows along."""
+        inserts = self._sales(changes // 2, 0, self.days)
+        victims = self.pos.sample(n=len(inserts), random_state=int(self.rng.integers(0, 2**31)))
+        self.pos = pd.concat([self.pos.drop(victims.index), inserts], ignore_index=True)
+        return pd.concat([inserts.assign(_op="insert"), victims.assign(_op="delete")], ignore_index=True)
+
+    def insertion_generating(self, day: int, changes: int, groups: int = 0) -> pd.DataFrame:
+        """Section 6's insertion-generating pos changes: inserts for a new date `day` (days after START),
+        existing stores and items; with groups, over only that many (store, item) pairs (Appendix A's
+        Table 3: 10,000 changes making 1,000 rows of sd_SID_sales)."""
+        inserts = self._sales(changes, day, day + 1)
+        if groups:
+            n = len(self.items)
+            pairs = self.rng.choice(len(self.stores) * n, groups, replace=False)[self.rng.integers(0, groups, changes)]
+            inserts = inserts.assign(storeID=(pairs // n + 1).astype("int32"), itemID=(pairs % n + 1).astype("int32"))
+        self.pos = pd.concat([self.pos, inserts], ignore_index=True)
+        return inserts.assign(_op="insert")
 
     def night(self, night: int, changes: int) -> dict[str, pd.DataFrame]:
         """One night's mixed changes, about `changes` rows; the in-memory base follows along."""

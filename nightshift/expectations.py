@@ -1,25 +1,26 @@
 """Expectation suites generated from the plan (issue 7): what every summary table must satisfy.
 
-Nothing is written per view: every check follows from the View IR, i.e. from paper 001's way of
-keeping a summary table (Table 2's hidden counts, Figure 8's NULL rule, AVG as SUM/COUNT, the
-D-lattice's rollups). Each check is SQL that runs where the data lives and returns the offending
-rows (GX `UnexpectedRowsExpectation`: GX counts them in SQL and fetches at most 200), so no summary
-table is ever pulled into Python.
+Nothing is written per view: every check follows from the View IR and the D-lattice, i.e. from paper
+001's way of keeping a summary table (Table 2's hidden counts, Figure 8's NULL rule, AVG as SUM/COUNT,
+the lattice's derives edges). Each check is SQL that runs where the data lives and returns the
+offending rows (GX `UnexpectedRowsExpectation`: GX counts them in SQL and fetches at most 200), so no
+summary table is ever pulled into Python.
 
-    check                     severity  runs in    fails when
-    unique_groups             critical  warehouse  two rows share their group-by values (GROUP BY: NULL-safe)
-    count_star_positive       critical  warehouse  hidden COUNT(*) is NULL or < 1 (a group at 0 must be gone)
-    count_within_count_star   critical  warehouse  a hidden COUNT(e) is NULL, < 0 or > COUNT(*)
-    null_iff_count_zero       critical  warehouse  SUM/MIN/MAX(e) is NULL while COUNT(e) > 0, or not NULL at 0
-    avg_is_sum_over_count     critical  warehouse  a served AVG(e) differs from stored SUM(e) / COUNT(e)
-    rollup_of_<parent>        critical  warehouse  a group differs from its lattice parent aggregated to it
-    row_count_vs_previous     warning   warehouse  the row count moved more than a tolerance since last night
-    sampled_recompute         critical  lake       a sampled group recomputed from the base tables differs
+    check                     severity  runs in                 fails when
+    unique_groups             critical  warehouse               two rows share their group-by values (GROUP BY: NULL-safe)
+    count_star_positive       critical  warehouse               hidden COUNT(*) is NULL or < 1 (a group at 0 must be gone)
+    count_within_count_star   critical  warehouse               a hidden COUNT(e) is NULL, < 0 or > COUNT(*)
+    null_iff_count_zero       critical  warehouse               SUM/MIN/MAX(e) is NULL while COUNT(e) > 0, or not NULL at 0
+    avg_is_sum_over_count     critical  warehouse               a served AVG(e) differs from stored SUM(e) / COUNT(e)
+    rollup_of_<parent>        critical  warehouse (+ dims)      a group differs from its lattice parent aggregated to it
+    row_count_vs_previous     warning   warehouse               the row count moved more than a tolerance since last night
+    sampled_recompute         critical  lake: DuckDB, Parquet   a sampled group recomputed from the base tables differs
 
 The suites are plain GX objects; `nightshift/validate.py` runs them and writes them as JSON into the
-project (gx/expectations/). The warehouse suite of a view runs on its storage table "<view>__ns";
-the lake suite on the stored rows of the sampled groups, copied next to the lake's base tables
-(DuckDB over the Parquet) by validate.
+project (gx/expectations/). The warehouse suite of a view runs on its storage table "<view>__ns"; its
+rollup checks also read the dimension tables their lattice edges join, which validate stages as
+temporary tables (dimension_relation) in GX's warehouse connection. The lake suite runs on the stored
+rows of the sampled groups, copied next to the lake's base tables (DuckDB over the Parquet) by validate.
 """
 
 from __future__ import annotations
@@ -31,8 +32,10 @@ import great_expectations as gx
 import great_expectations.expectations as gxe
 import sqlglot
 
-from lattice import types
-from lattice.ir import Join, Plan, Schema, StoredAggregate, View
+from lattice import emit, types
+from lattice.dlattice import build_lattice
+from lattice.ir import Edge, Lattice, Plan, Schema, StoredAggregate, View
+from lattice.passes.derives import derives, mark_cover, node_of_view
 from warehouse.dialects import q
 
 Ident = Callable[[View, str], str]  # (view, name) -> the quoted identifier as named in the warehouse
@@ -42,24 +45,6 @@ FLOAT_TOLERANCE = 1e-9  # relative, for DOUBLE sums and averages computed in ano
 
 def default_ident(view: View, name: str) -> str:
     return q(name)
-
-
-@dataclass(frozen=True)
-class Rollup:
-    """child = parent aggregated to child's group-by columns: an edge child ≺ parent of the lattice
-    (paper 001, 5.1) that needs no dimension table (the warehouse holds none; Example 5.1's edges
-    are all ≺^stores or ≺^items, so Figure 1's four views have none of these).
-
-    columns pairs each stored aggregate of the child with the parent's column it is derived from:
-    COUNT(*), COUNT(e) and SUM(e) add up, MIN and MAX compose."""
-
-    child: View
-    parent: View
-    columns: tuple[tuple[StoredAggregate, StoredAggregate], ...]
-
-    @property
-    def check(self) -> str:
-        return f"rollup_of_{self.parent.name}"
 
 
 @dataclass(frozen=True)
@@ -76,73 +61,84 @@ class SuiteSpec:
 # ---------------------------------------------------------------- the lattice's rollup edges
 
 
-def derive(child: View, parent: View, schema: Schema) -> Rollup | None:
-    """How `child` follows from `parent`'s stored columns, or None when it does not.
+@dataclass(frozen=True)
+class Rollup:
+    """child = parent aggregated to child's groups: an edge child ≺^{d1..dm} parent of the D-lattice
+    between two summary tables (paper 001, 5.1), derived over their stored columns alone (never a
+    lattice-friendly hidden attribute the warehouse does not hold). The edge says where each group-by
+    attribute comes from (a key of the parent, or a column of a dimension joined on the edge: sCD_sales
+    ≺^stores SID_sales reads city from stores by storeID; sR_sales ≺^stores sCD_sales reads region
+    through the declared dependency city -> region) and how each stored aggregate composes (COUNT(*),
+    COUNT(e), SUM(e) add up, MIN/MAX compose, an aggregate over a parent's attribute weighs by its
+    COUNT(*): Appendix B's SUM(A*Y))."""
 
-    Derivable here means: same fact table and filter; the child's group-by columns a strict subset
-    of the parent's; the child's joins among the parent's and the parent's extra joins lossless (a
-    NOT NULL foreign key: propagate refuses orphans, so every fact row keeps exactly one match);
-    and every stored aggregate of the child kept by the parent for the same argument expression.
-    Rollups through a dimension (sCD_sales ≺^stores SID_sales: city comes from stores) need the
-    dimension table, which the warehouse does not hold: they are not derivable here.
-    """
-    if child.name == parent.name or child.fact != parent.fact or child.where != parent.where:
-        return None
-    parent_refs = {k.ref for k in parent.keys}
-    if len(child.keys) >= len(parent.keys) or not all(k.ref in parent_refs for k in child.keys):
-        return None
-    if not set(child.joins) <= set(parent.joins):
-        return None
-    if not all(_lossless(j, schema) for j in set(parent.joins) - set(child.joins)):
-        return None
-    parent_arg = {a.sql: a.index for a in parent.arguments}
-    child_sql = {a.index: a.sql for a in child.arguments}
-    columns = []
-    for s in child.stored:
-        arg = None if s.arg is None else parent_arg.get(child_sql[s.arg], -1)
-        p = parent.stored_of(s.kind, arg)
-        if p is None:
-            return None
-        columns.append((s, p))
-    return Rollup(child, parent, tuple(columns))
+    child: View
+    parent: View
+    edge: Edge
+
+    @property
+    def check(self) -> str:
+        return f"rollup_of_{self.parent.name}"
+
+    @property
+    def dimensions(self) -> dict[str, tuple[str, ...]]:
+        """The dimension tables the edge joins, with the columns it reads from each."""
+        out: dict[str, tuple[str, ...]] = {}
+        for j in self.edge.joins:
+            out[j.table] = tuple(dict.fromkeys(out.get(j.table, ()) + j.key + j.columns))
+        return out
 
 
-def rollups(plan: Plan, chosen: Iterable[tuple[str, str]] | None = None) -> tuple[Rollup, ...]:
-    """One rollup check per view that has a derivable parent.
-
-    `chosen` = (child, parent) view names, e.g. the D-lattice's chosen parents; without it each
-    child takes the derivable parent with the fewest group-by columns (the likely smallest)."""
-    if chosen is not None:
-        out = []
-        for c, p in chosen:
-            r = derive(plan.view(c), plan.view(p), plan.schema)
-            if r is None:
-                raise ValueError(f"summary table {c} is not derivable from {p}")
-            out.append(r)
-        return tuple(out)
+def rollups(plan: Plan, lattice: Lattice | None = None, chosen: Iterable[tuple[str, str]] = ()) -> tuple[Rollup, ...]:
+    """The rollup checks: every cover edge of the D-lattice between two summary tables (the
+    transitive reduction of ≺ over the views: Figure 3's SID_sales -> sCD_sales -> sR_sales, SID_sales
+    -> SiC_sales), plus each `chosen` (child, parent) pair of views, e.g. the parents propagate chose
+    tonight (lake manifest). Implied points and the change set are not tables: edges through them
+    are not checked. `lattice` defaults to build_lattice(plan)."""
+    lattice = lattice or build_lattice(plan)
+    names = {v.name for v in plan.views}
+    between = [e for e in lattice.edges if e.upper in names and e.lower in names]
+    pairs = {(e.lower, e.upper) for e in mark_cover(between) if e.cover}
+    pairs |= {(c, p) for c, p in chosen if c in names and p in names and lattice.edge(p, c)}
     out = []
     for child in plan.views:
-        found = [r for p in plan.views if (r := derive(child, p, plan.schema))]
-        if found:
-            out.append(min(found, key=lambda r: (len(r.parent.keys), r.parent.name)))
+        for parent in plan.views:
+            if (child.name, parent.name) not in pairs:
+                continue
+            edge = derives(node_of_view(child), node_of_view(parent), plan.schema, plan.dependencies)
+            if isinstance(edge, Edge):  # a lattice edge only through a hidden attribute is not checkable here
+                out.append(Rollup(child, parent, edge))
     return tuple(out)
 
 
-def _lossless(join: Join, schema: Schema) -> bool:
-    table = schema.table(join.child)
-    return all(not table.column(c).nullable for c in join.child_columns)
+def dimension_relation(table: str) -> str:
+    """The dimension table `table` (its current base, the columns the rollup checks read) as
+    validate stages it in GX's warehouse session: a temporary table (unquoted name)."""
+    return emit.rel("dim", table)
+
+
+def dimensions_needed(rollups_: Iterable[Rollup], schema: Schema) -> dict[str, tuple[tuple[str, str], ...]]:
+    """table -> (column, type) of every dimension column the rollup checks read, in schema order."""
+    cols: dict[str, set[str]] = {}
+    for r in rollups_:
+        for t, cs in r.dimensions.items():
+            cols.setdefault(t, set()).update(cs)
+    return {t: tuple((c.name, c.type) for c in schema.table(t).columns if c.name in cs) for t, cs in cols.items()}
 
 
 # ---------------------------------------------------------------- suites
 
 
-def plan_suites(plan: Plan, ident: Ident = default_ident, chosen: Iterable[tuple[str, str]] | None = None) -> tuple[SuiteSpec, ...]:
-    """Every suite of the plan: per view one on the warehouse, one on the lake."""
-    edges = {r.child.name: r for r in rollups(plan, chosen)}
+def plan_suites(plan: Plan, ident: Ident = default_ident, dialect: str = "duckdb",
+                rollups_: tuple[Rollup, ...] | None = None) -> tuple[SuiteSpec, ...]:
+    """Every suite of the plan: per view one on the warehouse (SQL in sqlglot `dialect`: duckdb or
+    postgres), one on the lake. `rollups_` defaults to rollups(plan)."""
+    edges = rollups(plan) if rollups_ is None else rollups_
     out = []
     for v in plan.views:
+        mine = tuple(r for r in edges if r.child.name == v.name)
         out.append(SuiteSpec(v.name, "warehouse", ident(v, v.storage_table), v.storage_table,
-                             warehouse_suite(v, edges.get(v.name), ident)))
+                             warehouse_suite(v, mine, ident, dialect, plan.schema)))
         out.append(SuiteSpec(v.name, "lake", q(sample_table(v)), v.storage_table, lake_suite(v)))
     return tuple(out)
 
@@ -166,7 +162,8 @@ def row_count_parameters(view: View) -> tuple[str, str]:
     return f"min_rows__{view.name}", f"max_rows__{view.name}"
 
 
-def warehouse_suite(view: View, rollup: Rollup | None, ident: Ident = default_ident) -> gx.ExpectationSuite:
+def warehouse_suite(view: View, rollups_: tuple[Rollup, ...] = (), ident: Ident = default_ident, dialect: str = "duckdb",
+                    schema: Schema | None = None) -> gx.ExpectationSuite:
     n = lambda name: ident(view, name)  # noqa: E731
     keys = ", ".join(n(k.name) for k in view.keys)
     star = n("_ns_count")
@@ -192,10 +189,11 @@ def warehouse_suite(view: View, rollup: Rollup | None, ident: Ident = default_id
         if o.kind == "avg":
             exps.append(_rows(view, "avg_is_sum_over_count", _avg_sql(view, o, n),
                               f"served {o.name} = stored SUM / COUNT, per group"))
-    if rollup is not None:
-        exps.append(_rows(view, rollup.check, _rollup_sql(rollup, ident),
-                          f"{view.name} = {rollup.parent.name} aggregated to ({', '.join(k.name for k in view.keys)}): "
-                          f"COUNT and SUM add up, MIN/MAX compose, per group"))
+    for r in rollups_:
+        joined = f" joined with {', '.join(r.edge.join_labels)}" if r.edge.joins else ""
+        exps.append(_rows(view, r.check, _rollup_sql(r, ident, dialect, schema),
+                          f"{view.name} = {r.parent.name}{joined} aggregated to ({', '.join(k.name for k in view.keys)}): "
+                          f"COUNT and SUM add up, MIN/MAX compose, per group (D-lattice edge)"))
     lo, hi = row_count_parameters(view)
     exps.append(gxe.ExpectTableRowCountToBeBetween(
         min_value={"$PARAMETER": lo}, max_value={"$PARAMETER": hi}, severity="warning",
@@ -235,6 +233,19 @@ def _arg(view: View, index: int | None) -> str:
 # NULLs together, and HAVING-like filters compare the two sides' aggregates per group.
 
 
+_DEFAULTS = {"integer": "0", "decimal": "0", "float": "0", "varchar": "''", "date": "DATE '1970-01-01'",
+             "timestamp": "TIMESTAMP '1970-01-01 00:00:00'", "boolean": "FALSE"}
+
+
+def same(a: str, b: str, type_: str) -> str:
+    """a IS NOT DISTINCT FROM b, spelled so that PostgreSQL can hash-join on it (COALESCE plus an
+    IS NULL flag); types without a default keep IS NOT DISTINCT FROM."""
+    d = _DEFAULTS.get(types.family(type_))
+    if d is None:
+        return f"{a} IS NOT DISTINCT FROM {b}"
+    return f"({a} IS NULL) = ({b} IS NULL) AND COALESCE({a}, {d}) = COALESCE({b}, {d})"
+
+
 def _differs(a: str, b: str, type_: str) -> str:
     if types.family(type_) != "float":
         return f"{a} IS DISTINCT FROM {b}"
@@ -267,43 +278,99 @@ def _avg_sql(view: View, o, n) -> str:
     )
 
 
-def _rollup_sql(r: Rollup, ident: Ident) -> str:
-    c, p = r.child, r.parent
-    cn = lambda name: ident(c, name)  # noqa: E731
-    pn = lambda name: ident(p, name)  # noqa: E731
-    parent_key = {k.ref: k for k in p.keys}
-    keys = ", ".join(cn(k.name) for k in c.keys)
-    child_cols = ", ".join(cn(s.column) for s, _ in r.columns)
-    parent_cols = ", ".join(f"{pn(ps.column)} AS {cn(cs.column)}" for cs, ps in r.columns)
-    parent_keys = ", ".join(f"{pn(parent_key[k.ref].name)} AS {cn(k.name)}" for k in c.keys)
+def _rollup_sql(r: Rollup, ident: Ident, dialect: str, schema: Schema) -> str:
+    """The child's rows vs the parent aggregated to the child's groups along the edge, per group."""
+    c = r.child
+    keys = ", ".join(q(k.name) for k in c.keys)
+    child = ", ".join([f"{ident(c, k.name)} AS {q(k.name)}" for k in c.keys] + [f"{ident(c, s.column)} AS {q(s.column)}" for s in c.stored])
     aggs, tests = [], []
-    for cs, _ in r.columns:
-        f, col = _combine(cs.kind), cn(cs.column)
-        mine, theirs = q(f"child.{cs.column}"), q(f"parent.{cs.column}")
+    for s in c.stored:
+        f, col = _combine(s.kind), q(s.column)
+        mine, theirs = q(f"child.{s.column}"), q(f"parent.{s.column}")
         aggs.append(f"{f}(CASE WHEN _ns_child = 1 THEN {col} END) AS {mine}, {f}(CASE WHEN _ns_child = 0 THEN {col} END) AS {theirs}")
-        tests.append(_differs(mine, theirs, cs.type))
+        tests.append(_differs(mine, theirs, s.type))
+    group = f" GROUP BY {keys}" if keys else ""
+    lead = keys + ", " if keys else ""
     return (
-        f"SELECT * FROM (SELECT {keys}, SUM(_ns_child) AS child_rows, {', '.join(aggs)} FROM ("
-        f"SELECT 1 AS _ns_child, {keys}, {child_cols} FROM {BATCH} UNION ALL "
-        f"SELECT 0, {parent_keys}, {parent_cols} FROM {ident(p, p.storage_table)}"
-        f") AS u GROUP BY {keys}) AS g WHERE child_rows <> 1 OR " + " OR ".join(tests)
+        f"SELECT * FROM (SELECT {lead}SUM(_ns_child) AS child_rows, SUM(1 - _ns_child) AS parent_rows, {', '.join(aggs)} FROM ("
+        f"SELECT 1 AS _ns_child, {child} FROM {BATCH} UNION ALL "
+        f"SELECT 0 AS _ns_child, d.* FROM ({_along_edge(r, ident, dialect, schema)}) AS d"
+        f") AS u{group}) AS g WHERE child_rows <> 1 OR parent_rows <> 1 OR " + " OR ".join(tests)
     )
 
 
-def _base_from(view: View) -> tuple[list[str], str, list[str]]:
+def _along_edge(r: Rollup, ident: Ident, dialect: str, schema: Schema) -> str:
+    """The parent summary table aggregated to the child's groups along the lattice edge: one GROUP BY
+    over the parent's rows joined with the edge's dimensions (dimension_relation), each stored
+    aggregate composed by its rule (AggregateSource). A dependency join (city -> region) reads the
+    DISTINCT projection and matches NULLs too, with a hashable NULL-safe equality."""
+    e, c, p = r.edge, r.child, r.parent
+    up = q("_ns_parent")
+    at = {(a.ref.table.lower(), a.ref.column.lower()): a for a in e.attributes}
+    for j in e.joins:  # join conditions may read dimension columns (snowflake) or the parent's keys
+        for s in j.on:
+            at.setdefault((s.ref.table.lower(), s.ref.column.lower()), s)
+
+    def source(a) -> str:
+        return f"{up}.{ident(p, a.column)}" if a.relation == p.name else f"{q(a.relation)}.{q(a.column)}"
+
+    def over_parent(sql: str) -> str:
+        def swap(node):
+            if not isinstance(node, sqlglot.exp.Column):
+                return node
+            return sqlglot.parse_one(source(at[(node.table.lower(), node.name.lower())]))
+
+        return sqlglot.parse_one(sql).transform(swap).sql()
+
+    keys = [over_parent(f"{q(k.ref.table)}.{q(k.ref.column)}") for k in c.keys]
+    cols = [f"CAST({x} AS {k.type}) AS {q(k.name)}" for x, k in zip(keys, c.keys)]
+    rule = {a.column: a for a in e.aggregates}
+    for s in c.stored:
+        a = rule[s.column]
+        y = f"{up}.{ident(p, a.weight)}" if a.weight else None
+        if a.rule in ("sum", "min", "max"):
+            x = f"{a.rule.upper()}({up}.{ident(p, a.source)})"
+        elif a.rule == "sum_weighted":
+            x = f"SUM(({over_parent(a.source)}) * {y})"
+        elif a.rule == "count_weighted":
+            x = f"SUM(CASE WHEN ({over_parent(a.source)}) IS NULL THEN 0 ELSE {y} END)"
+        else:  # min_over_keys / max_over_keys (every stored group has COUNT(*) >= 1)
+            x = f"{a.rule[:3].upper()}(CASE WHEN {y} > 0 THEN ({over_parent(a.source)}) END)"
+        cols.append(f"CAST({x} AS {s.type}) AS {q(s.column)}")
+    parts, conds = [f"{ident(p, p.storage_table)} AS {up}"], []
+    for j in e.joins:  # comma joins: GX handles a query with JOIN differently (no alias for {batch})
+        dim = dimension_relation(j.table)
+        if j.via == "key":
+            conds += [f"{q(j.table)}.{q(k)} = {source(s)}" for s, k in zip(j.on, j.key)]
+        else:
+            picked = ", ".join(q(x) for x in dict.fromkeys((*j.key, *j.columns)))
+            dim = f"(SELECT DISTINCT {picked} FROM {dim})"
+            table = schema.table(j.table)
+            conds += [same(f"{q(j.table)}.{q(k)}", source(s), table.column(k).type) for s, k in zip(j.on, j.key)]
+        parts.append(f"{dim} AS {q(j.table)}")
+    conds += [f"({over_parent(e.where)})"] if e.where else []
+    where = f" WHERE {' AND '.join(conds)}" if conds else ""
+    group = f" GROUP BY {', '.join(keys)}" if keys else ""
+    sql = f"SELECT {', '.join(cols)} FROM {', '.join(parts)}{where}{group} HAVING COUNT(*) > 0"
+    return emit.to_dialect(sql, dialect)
+
+
+def _base_from(view: View, fact: str | None = None) -> tuple[list[str], str, list[str]]:
     """The view's join tree and filter over the lake's base tables (DuckDB): group-by column
-    expressions, the FROM list (comma joins: GX treats a query with JOIN differently), conditions."""
+    expressions, the FROM list (comma joins: GX treats a query with JOIN differently), conditions.
+    `fact` replaces the fact table (e.g. by the batch's deleted rows)."""
     refs = [f"{q(k.ref.table)}.{q(k.ref.column)}" for k in view.keys]
-    tables = ", ".join(f"{q(t)} AS {q(t)}" for t in view.tables)
+    tables = ", ".join(f"{fact if fact and t == view.fact else q(t)} AS {q(t)}" for t in view.tables)
     where = [f"{q(j.child)}.{q(a)} = {q(j.parent)}.{q(b)}" for j in view.joins for a, b in zip(j.child_columns, j.parent_columns)]
     if view.where:
         where.append(f"({_duckdb(view.where)})")
     return refs, tables, where
 
 
-def base_rows_sql(view: View) -> str:
-    """The group-by values of every base row of the view (the lake side samples groups from it)."""
-    refs, tables, where = _base_from(view)
+def base_rows_sql(view: View, fact: str | None = None) -> str:
+    """The group-by values of every base row of the view (the lake side samples groups from it);
+    `fact`: of these fact rows instead (a relation or subquery with the fact table's columns)."""
+    refs, tables, where = _base_from(view, fact)
     cols = ", ".join(f"{r} AS {q(k.name)}" for r, k in zip(refs, view.keys))
     return f"SELECT {cols} FROM {tables}" + (f" WHERE {' AND '.join(where)}" if where else "")
 

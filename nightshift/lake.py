@@ -7,6 +7,10 @@
     lake/deltas/batch_id=<ID>/part=<i>/*.parquet    summary-deltas written by propagate (view i of the
                                                     plan, columns prefixed v<i>__, one Spark job)
     lake/deltas/batch_id=<ID>/_manifest.json        written last: propagate of <ID> is complete
+    lake/deltas/batch_id=<ID>/_levels/level-<k>.json  propagate --level k ran (Airflow: a task per level)
+    lake/deltas/batch_id=<ID>/_nodes/<point>/         summary-deltas a later level derives from
+    lake/stats/batch_id=<ID>.json                   measured summary-delta sizes of the D-lattice's
+                                                    points for batch <ID> (the cost model's cache)
 
 apply-base writes new versions (v-<ID>) beside the old ones and then swaps _state.json with one rename,
 so a reader or a crash sees the old base or the new one, never half.
@@ -65,6 +69,64 @@ class Lake:
 
     def manifest_path(self, batch: str) -> Path:
         return self.delta_root(batch) / "_manifest.json"
+
+    def node_dir(self, batch: str, node: str) -> Path:
+        """Where propagate --level stores the summary-delta of lattice point `node` for later levels."""
+        from lattice.emit import rel
+
+        return self.delta_root(batch) / "_nodes" / rel("sd", node)
+
+    def level_path(self, batch: str, level: int) -> Path:
+        return self.delta_root(batch) / "_levels" / f"level-{level}.json"
+
+    def read_level(self, batch: str, level: int) -> dict | None:
+        p = self.level_path(batch, level)
+        return json.loads(p.read_text()) if p.is_file() else None
+
+    def write_level(self, batch: str, level: int, record: dict) -> None:
+        _write_json(self.level_path(batch, level), record)
+
+    def invalidate_levels(self, batch: str, level: int) -> None:
+        """Before propagate --level `level` rewrites its points: the manifest and the records of this and
+        every later level no longer hold (a later level may have read what this one rewrites)."""
+        self.manifest_path(batch).unlink(missing_ok=True)
+        for p in self.level_path(batch, 0).parent.glob("level-*.json"):
+            if int(p.stem.split("-", 1)[1]) >= level:
+                p.unlink(missing_ok=True)
+
+    def propagated_batches(self) -> list[str]:
+        """Batch ids that have a summary-delta folder, in apply order."""
+        return sorted(d.name.split("=", 1)[1] for d in (self.root / "deltas").glob("batch_id=*"))
+
+    def stats_path(self, batch: str) -> Path:
+        return self.root / "stats" / f"batch_id={batch}.json"
+
+    def read_change_distincts(self, batch: str, combos: dict | None = None) -> dict | None:
+        """Cached summary-delta sizes of `batch` ({("t.c", ...): rows}); None when not measured, or
+        measured for other attribute combinations than `combos` (when given)."""
+        p = self.stats_path(batch)
+        if not p.is_file():
+            return None
+        saved = json.loads(p.read_text())
+        if combos is not None and saved.get("combos") != json.loads(json.dumps(combos)):
+            return None
+        return {tuple(k.split(",")): v for k, v in saved["distinct"].items()}
+
+    def write_change_distincts(self, batch: str, combos: dict, distinct: dict) -> None:
+        p = self.stats_path(batch)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps({"combos": combos, "distinct": {",".join(k): v for k, v in distinct.items()}}))
+
+    def statistics(self, schema, state: LakeState, change_rows: dict[str, int], change_distinct: dict | None = None):
+        """What the D-lattice's cost model (5.5) knows of a batch: the base tables' sizes (Parquet
+        footers, no Spark job), the batch's change rows, and measured summary-delta sizes if any."""
+        from lattice.dlattice import Statistics
+
+        return Statistics.of(
+            table_rows={t.name: parquet_rows(self.current_base_dir(t.name, state)) for t in schema.tables},
+            change_rows=change_rows,
+            change_distinct=change_distinct,
+        )
 
     # ---------------------------------------------------------------- batches
     def batch_ids(self) -> list[str]:
@@ -142,11 +204,15 @@ class Lake:
         return json.loads(p.read_text()) if p.is_file() else None
 
     def write_manifest(self, batch: str, manifest: dict) -> None:
-        p = self.manifest_path(batch)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_suffix(".tmp")
-        tmp.write_text(json.dumps(manifest, indent=1, default=str))
-        os.replace(tmp, p)
+        _write_json(self.manifest_path(batch), manifest)
+
+
+def _write_json(p: Path, data: dict) -> None:
+    """Write-then-rename: a reader or a crash sees the old file or the new one, never half."""
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=str))
+    os.replace(tmp, p)
 
 
 def parquet_rows(folder: Path | None) -> int:

@@ -3,13 +3,18 @@
 Runs the suites that nightshift/expectations.py generates from the plan with GX 1.x:
 
     warehouse   every storage table "<view>__ns" through SQLAlchemy (DuckDB via the duckdb+autocommit
-                dialect of nightshift/gx_duckdb.py; PostgreSQL as is); every check is SQL run there
-    lake        the sampled recompute, in a DuckDB file beside the lake (gx/uncommitted/lake.duckdb)
-                whose views read the base tables' Parquet, holding the sampled groups' keys and the
+                dialect of nightshift/gx_duckdb.py; PostgreSQL as is); every check is SQL run there,
+                in ONE connection that first gets the dimension tables the rollup checks join as
+                temporary tables (only the columns read, from the lake's current base: DuckDB reads
+                the Parquet itself, PostgreSQL gets them through COPY)
+    lake        the sampled recompute, by DuckDB over the lake's Parquet (not Spark: a few groups per
+                view need no cluster), in a DuckDB file beside the lake (gx/uncommitted/lake.duckdb)
+                whose views read the base tables, holding the sampled groups' keys and the
                 warehouse's stored rows for them (a few rows per view, never a whole table)
 
 writes the data docs (HTML) into <project>/gx/data_docs/, the suites as JSON into
-<project>/gx/expectations/ and GX's validation results into <project>/gx/validations/, and records
+<project>/gx/expectations/ and GX's validation results into <project>/gx/validations/ (the newest
+[validate] keep_results runs, default 30, are kept there and in the data docs), and records
 the outcome in the ledger row of the batch: validated_at is set only when no critical check
 failed; stats["_validation"] keeps the summary either way. Critical failures raise
 ValidationFailed (naming batch, summary table and check, and pointing at the data docs);
@@ -30,17 +35,17 @@ from typing import Callable
 
 import sqlalchemy as sa
 
-from lattice import types
 from lattice.errors import BatchOrderError, ConfigError, NightshiftError, PlanChanged
 from lattice.ir import Plan, View
 from nightshift import expectations as ex
 from nightshift.config import Project
 from nightshift.lake import Lake, LakeState
-from warehouse.dialects import q
+from warehouse.dialects import copy_parquet, lit, q
 from warehouse.store import LEDGER, LedgerRow, Warehouse
 
 DEFAULT_SAMPLE = 50
 DEFAULT_ROW_TOLERANCE = 0.5
+DEFAULT_KEEP_RESULTS = 30
 DOCS_HISTORY = 1000  # validation results the data docs index lists (newest first)
 
 
@@ -58,6 +63,7 @@ class Settings:
 
     sample: int = DEFAULT_SAMPLE  # random groups per summary table: this many from it, this many from the base
     row_tolerance: float = DEFAULT_ROW_TOLERANCE  # warn when the row count moves more than this fraction
+    keep_results: int = DEFAULT_KEEP_RESULTS  # validation runs kept in gx/validations and the data docs
 
 
 def settings_of(project: Project, sample: int | None = None) -> Settings:
@@ -71,7 +77,10 @@ def settings_of(project: Project, sample: int | None = None) -> Settings:
         raise ConfigError(f"{file}: [validate] sample must be a whole number >= 0, got {n!r}")
     if not isinstance(tol, (int, float)) or isinstance(tol, bool) or tol < 0:
         raise ConfigError(f"{file}: [validate] row_count_tolerance must be a number >= 0, got {tol!r}")
-    return Settings(n, float(tol))
+    keep = section.get("keep_results", DEFAULT_KEEP_RESULTS)
+    if not isinstance(keep, int) or isinstance(keep, bool) or keep < 1:
+        raise ConfigError(f"{file}: [validate] keep_results must be a whole number >= 1, got {keep!r}")
+    return Settings(n, float(tol), keep)
 
 
 @dataclass(frozen=True)
@@ -133,16 +142,19 @@ def validate_batch(project: Project, batch: str, sample: int | None = None,
     cycle = Cycle(project, progress=progress)
     try:
         here = _where(cycle, batch)
-        plan, warehouse = cycle.plan, cycle.warehouse
-        specs = ex.plan_suites(plan, _ident(warehouse))
+        plan, warehouse, lake = cycle.plan, cycle.warehouse, cycle.lake
+        state = lake.state()
+        rollups = ex.rollups(plan, chosen=chosen_parents(lake.read_manifest(batch)))
+        specs = ex.plan_suites(plan, _ident(warehouse), SQLGLOT_DIALECT[warehouse.dialect.name], rollups)
         gx_dir = project.root / "gx"
         _write_suites(specs, gx_dir / "expectations")
         lake_db = gx_dir / "uncommitted" / "lake.duckdb"
-        sampled = prepare_lake(plan, cycle.lake, cycle.lake.state(), warehouse, batch, settings.sample, lake_db)
+        sampled = prepare_lake(plan, lake, state, warehouse, batch, settings.sample, lake_db)
         params = row_count_bounds(plan, warehouse, here, settings.row_tolerance)
+        dims = dimension_files(plan, lake, state, rollups)
         warehouse.dispose()  # GX opens its own read connections
         progress(f"validate {batch}: running {sum(len(s.suite.expectations) for s in specs)} expectations")
-        findings, count, docs = run_suites(specs, warehouse.url, lake_db, params, batch, gx_dir)
+        findings, count, docs = run_suites(specs, warehouse, lake_db, params, batch, gx_dir, dims, settings.keep_results)
         failures = tuple(f for f in findings if f.severity == "critical")
         warnings = tuple(f for f in findings if f.severity != "critical")
         report = ValidationReport(batch, count, failures, warnings, docs, round(time.perf_counter() - t0, 3), sampled)
@@ -199,8 +211,8 @@ def prepare_lake(plan: Plan, lake: Lake, state: LakeState, warehouse: Warehouse,
     summary table the sampled groups' keys and the warehouse's stored rows for them.
 
     Sampled groups: `sample` random groups of the summary table (catches wrong and extra rows),
-    `sample` groups of random base rows (catches missing groups), and every group that lost rows
-    in this batch of a view with MIN/MAX (their extremes were recomputed by propagate)."""
+    `sample` groups of random base rows (catches missing groups), and every group of a view with
+    MIN/MAX that lost rows in this batch (_lost_groups)."""
     from nightshift.oracle import duckdb_base
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -245,18 +257,29 @@ def _random_base_groups(con, view: View, n: int) -> list[tuple]:
 
 
 def _lost_groups(con, lake: Lake, view: View, batch: str, manifest: dict) -> list[tuple]:
-    """Groups that lost rows this batch, read back from the batch's summary-delta (_ns_lost = 1)."""
+    """Groups of a view with MIN/MAX that lost rows this batch: the groups of the batch's deleted
+    fact rows (under the view's joins and filter, dimensions as of after the batch) and the groups
+    propagate recomputed an extreme for (_ns_lost = 1 in the batch's summary-delta: this also
+    covers rows that moved away with a dimension change)."""
+    if not view.has_min_max:
+        return []
+    out = []
+    changes = sorted(lake.change_dir(view.fact, batch).glob("*.parquet"))
+    if changes:
+        deleted = f"(SELECT * FROM read_parquet({_listing(changes)}, hive_partitioning = false) WHERE _op = 'delete')"
+        out += [tuple(r) for r in con.execute(f"SELECT DISTINCT * FROM ({ex.base_rows_sql(view, deleted)}) AS d").fetchall()]
     entry = manifest.get("views", {}).get(view.name)
-    if not view.has_min_max or not entry or not entry.get("rows"):
-        return []
-    files = lake.delta_files(batch, entry["part"])
-    if not files:
-        return []
-    p = entry["prefix"]
-    listing = "[" + ", ".join("'" + str(f).replace("'", "''") + "'" for f in files) + "]"
-    cols = ", ".join(f"{q(p + k.name)}" for k in view.keys)
-    sql = f"SELECT DISTINCT {cols} FROM read_parquet({listing}, hive_partitioning = false) WHERE {q(p + '_ns_lost')} = 1"
-    return [tuple(r) for r in con.execute(sql).fetchall()]
+    files = lake.delta_files(batch, entry["part"]) if entry and entry.get("rows") else []
+    if files:
+        p = entry["prefix"]
+        cols = ", ".join(f"{q(p + k.name)}" for k in view.keys)
+        sql = f"SELECT DISTINCT {cols} FROM read_parquet({_listing(files)}, hive_partitioning = false) WHERE {q(p + '_ns_lost')} = 1"
+        out += [tuple(r) for r in con.execute(sql).fetchall()]
+    return out
+
+
+def _listing(files: list[Path]) -> str:
+    return "[" + ", ".join(lit(str(f)) for f in files) + "]"
 
 
 def _stored_rows(conn, warehouse: Warehouse, view: View, keys: list[tuple]) -> list[tuple]:
@@ -272,23 +295,12 @@ def _stored_rows(conn, warehouse: Warehouse, view: View, keys: list[tuple]) -> l
         binds = ", ".join(f":k{i}" for i in range(len(view.keys)))
         conn.execute(sa.text(f"INSERT INTO {tmp} VALUES ({binds})"),
                      [{f"k{i}": v for i, v in enumerate(key)} for key in keys])
-        match = " AND ".join(_same(f"t.{name(view, k.name)}", f"s.{q(f'k{i}')}", k.type) for i, k in enumerate(view.keys))
+        match = " AND ".join(ex.same(f"t.{name(view, k.name)}", f"s.{q(f'k{i}')}", k.type) for i, k in enumerate(view.keys))
         select = ", ".join(f"t.{name(view, c)}" for c in [k.name for k in view.keys] + [s.column for s in view.stored])
         sql = f"SELECT {select} FROM {name(view, view.storage_table)} AS t, {tmp} AS s WHERE {match}"
         return [tuple(r) for r in conn.exec_driver_sql(sql).fetchall()]
     finally:
         conn.exec_driver_sql(f"DROP TABLE {tmp}")
-
-
-_DEFAULTS = {"integer": "0", "decimal": "0", "float": "0", "varchar": "''", "date": "DATE '1970-01-01'",
-             "timestamp": "TIMESTAMP '1970-01-01 00:00:00'", "boolean": "FALSE"}
-
-
-def _same(a: str, b: str, type_: str) -> str:
-    d = _DEFAULTS.get(types.family(type_))
-    if d is None:
-        return f"{a} IS NOT DISTINCT FROM {b}"
-    return f"({a} IS NULL) = ({b} IS NULL) AND COALESCE({a}, {d}) = COALESCE({b}, {d})"
 
 
 def _create(con, table: str, columns: list[tuple[str, str]], rows: list[tuple]) -> None:
@@ -303,18 +315,54 @@ def _create(con, table: str, columns: list[tuple[str, str]], rows: list[tuple]) 
 
 
 def _ident(warehouse: Warehouse) -> ex.Ident:
-    """How the warehouse names things (PostgreSQL folds unquoted names to lower case): columns and
-    serving views through Warehouse.sql_name, the storage table through Warehouse.storage_name,
-    where the warehouse has them; else the names as written."""
-    sql_name = getattr(warehouse, "sql_name", None)
-    storage_name = getattr(warehouse, "storage_name", None)
+    """How the warehouse names things (PostgreSQL folds unquoted names to lower case): the storage
+    table through Warehouse.storage_name, columns and serving views through Warehouse.sql_name."""
 
     def ident(view: View, name: str) -> str:
-        if name == view.storage_table and storage_name is not None:
-            return q(storage_name(view))
-        return sql_name(view, name) if sql_name is not None else q(name)
+        if name == view.storage_table:
+            return q(warehouse.storage_name(view))
+        return warehouse.sql_name(view, name)
 
     return ident
+
+
+# ---------------------------------------------------------------- the warehouse side: dimensions for the rollups
+
+SQLGLOT_DIALECT = {"duckdb": "duckdb", "postgresql": "postgres"}  # Dialect.name -> sqlglot's name
+
+
+def chosen_parents(manifest: dict | None) -> tuple[tuple[str, str], ...]:
+    """(child, parent) of every summary-delta that propagate derived from another one this batch."""
+    nodes = ((manifest or {}).get("lattice") or {}).get("nodes") or {}
+    return tuple((name, n["parent"]) for name, n in nodes.items() if n.get("parent"))
+
+
+def dimension_files(plan: Plan, lake: Lake, state: LakeState, rollups) -> dict[str, tuple[list[Path], tuple]]:
+    """table -> (the current base's Parquet files, the (column, type)s the rollup checks read)."""
+    out = {}
+    for table, columns in ex.dimensions_needed(rollups, plan.schema).items():
+        d = lake.current_base_dir(table, state)
+        out[table] = (sorted(Path(d).glob("*.parquet")) if d is not None else [], columns)
+    return out
+
+
+def stage_dimensions(engine: sa.Engine, dialect, dims: dict[str, tuple[list[Path], tuple]]) -> None:
+    """The dimension tables the rollup checks join, as temporary tables of GX's one warehouse
+    connection (ex.dimension_relation): DuckDB reads the lake's Parquet itself, PostgreSQL gets it
+    through COPY (warehouse/dialects.py). Only the columns the edges read; dimensions are small
+    next to the summary tables, and nothing of a summary table leaves the warehouse."""
+    with engine.connect() as conn:
+        for table, (files, columns) in dims.items():
+            name = ex.dimension_relation(table)  # unquoted: both sides fold it the same way
+            if dialect.name == "duckdb" and files:
+                cols = ", ".join(f"CAST({q(c)} AS {t}) AS {q(c)}" for c, t in columns)
+                conn.exec_driver_sql(f"CREATE TEMP TABLE {name} AS SELECT {cols} FROM read_parquet({_listing(files)}, hive_partitioning = false)")
+                continue
+            cols = ", ".join(f"{q(c)} {dialect.column_type(t)}" for c, t in columns)
+            conn.exec_driver_sql(f"CREATE TEMP TABLE {name} ({cols})")
+            if files:
+                copy_parquet(conn, name, files, [(c, c, t) for c, t in columns], dialect.COPY_BATCH_ROWS, quoted_table=True)
+        conn.commit()
 
 
 # ---------------------------------------------------------------- row-count bounds (warning)
@@ -376,9 +424,13 @@ def _context(gx_dir: Path):
     return gx.get_context(project_config=config, mode="ephemeral")
 
 
-def run_suites(specs, warehouse_url: str, lake_db: Path, params: dict, batch: str,
-               gx_dir: Path) -> tuple[list[Finding], int, Path]:
-    """One GX checkpoint over every suite; returns the failed expectations, how many ran, the docs."""
+def run_suites(specs, warehouse: Warehouse, lake_db: Path, params: dict, batch: str, gx_dir: Path,
+               dims: dict | None = None, keep: int = DEFAULT_KEEP_RESULTS) -> tuple[list[Finding], int, Path]:
+    """One GX checkpoint over every suite; returns the failed expectations, how many ran, the docs.
+
+    The warehouse datasource holds ONE connection (StaticPool): the dimension tables the rollup
+    checks join are staged in it as temporary tables first (stage_dimensions), and every query GX
+    runs there sees them."""
     from nightshift.gx_duckdb import gx_url  # registers duckdb+autocommit before GX builds engines
 
     import great_expectations as gx
@@ -388,11 +440,13 @@ def run_suites(specs, warehouse_url: str, lake_db: Path, params: dict, batch: st
     with warnings.catch_warnings():  # "a more specific PostgresDatasource may be more appropriate": the
         warnings.simplefilter("ignore")  # generic one takes any SQLAlchemy URL (postgresql+psycopg too)
         sources = {
-            "warehouse": ctx.data_sources.add_sql(name="warehouse", connection_string=gx_url(warehouse_url)),
+            "warehouse": ctx.data_sources.add_sql(name="warehouse", connection_string=gx_url(warehouse.url),
+                                                  kwargs={"poolclass": sa.pool.StaticPool}),
             "lake": ctx.data_sources.add_sql(name="lake", connection_string=gx_url(f"duckdb:///{lake_db}")),
         }
     definitions = []
     try:
+        stage_dimensions(sources["warehouse"].get_execution_engine().engine, warehouse.dialect, dims or {})
         for spec in specs:
             asset = sources[spec.source].add_table_asset(name=spec.suite.name, table_name=spec.table)
             suite = ctx.suites.add(spec.suite)
@@ -402,6 +456,7 @@ def run_suites(specs, warehouse_url: str, lake_db: Path, params: dict, batch: st
             name="nightshift", validation_definitions=definitions, result_format="COMPLETE"))
         result = checkpoint.run(expectation_parameters=params,
                                 run_id=RunIdentifier(run_name=batch, run_time=dt.datetime.now(dt.timezone.utc)))
+        prune_results(gx_dir, keep)
         # one incremental data docs build for the whole night (GX's UpdateDataDocsAction rebuilds
         # the index and copies the static assets once per suite: 14 suites took 20 s here)
         ctx.build_data_docs(site_names=["nightshift"], resource_identifiers=list(result.run_results))
@@ -418,6 +473,23 @@ def run_suites(specs, warehouse_url: str, lake_db: Path, params: dict, batch: st
             ds.get_engine().dispose()
     index = gx_dir / "data_docs" / "index.html"
     return findings, count, index
+
+
+def prune_results(gx_dir: Path, keep: int) -> None:
+    """Keep the newest `keep` validation runs in gx/validations and their pages in the data docs
+    (GX stores one file per suite under <suite>/<run name>/<run time>/; run times sort as text)."""
+    results, pages = gx_dir / "validations", gx_dir / "data_docs" / "validations"
+    runs: dict[tuple[str, str], list[Path]] = {}
+    for f in results.rglob("*.json"):
+        runs.setdefault((f.parent.name, f.parent.parent.name), []).append(f)
+    for run in sorted(runs, reverse=True)[keep:]:
+        for f in runs[run]:
+            rel = f.relative_to(results)
+            for p in (f, pages / rel.with_suffix(".html")):
+                p.unlink(missing_ok=True)
+                for parent in (p.parent, p.parent.parent):  # <run time>/ and <run name>/ when emptied
+                    if parent.is_dir() and not any(parent.iterdir()):
+                        parent.rmdir()
 
 
 def _page(ctx, key) -> str | None:

@@ -1,4 +1,5 @@
-"""spark-submit entry point for the Airflow DAG: `submit.py propagate|apply-base --project DIR --batch ID`.
+"""spark-submit entry point for the Airflow DAG: `submit.py propagate|apply-base --project DIR --batch ID
+[--level K]` (propagate --level K: one level of the D-lattice, as the DAG's propagate_level_<K> task).
 
 The master and resources come from spark-submit (the Airflow `spark_default` connection), so the
 same task runs on local[*] or on a spark:// cluster unchanged.
@@ -18,24 +19,31 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("step", choices=["propagate", "apply-base"])
     p.add_argument("--project", required=True)
     p.add_argument("--batch", required=True)
+    p.add_argument("--level", type=int, help="propagate only this level of the D-lattice")
     args = p.parse_args(argv)
+    if args.level is not None and args.step != "propagate":
+        p.error("--level applies to propagate only")
     from pyspark.sql import SparkSession
 
     from lattice.errors import NightshiftError
     from nightshift.config import load_project
     from nightshift.cycle import Cycle
 
-    spark = SparkSession.builder.appName(f"nightshift:{args.step}:{args.batch}").getOrCreate()
+    def session() -> SparkSession:  # spark-submit's master and conf; started only when a step has work
+        return SparkSession.builder.appName(f"nightshift:{args.step}:{args.batch}").getOrCreate()
+
     try:
-        cycle = Cycle(load_project(args.project), spark=spark)
-        r = cycle.propagate(args.batch) if args.step == "propagate" else cycle.apply_base(args.batch)
+        cycle = Cycle(load_project(args.project), spark_factory=session)
+        r = cycle.propagate(args.batch, args.level) if args.step == "propagate" else cycle.apply_base(args.batch)
         print(f"{r.step} {args.batch}: " + (f"skipped ({r.skipped})" if r.skipped else f"done in {r.seconds:.2f}s"))
         return 0
     except NightshiftError as e:
         print(f"nightshift: error: {e}", file=sys.stderr)
         return 1
     finally:
-        spark.stop()
+        active = SparkSession.getActiveSession()
+        if active is not None:
+            active.stop()
 
 
 if __name__ == "__main__":

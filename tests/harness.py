@@ -55,7 +55,8 @@ EXTENDED = {
 }
 
 
-def make_project(root: Path, views: dict[str, str], schema_sql: str = SCHEMA_SQL, url: str | None = None) -> Path:
+def make_project(root: Path, views: dict[str, str], schema_sql: str = SCHEMA_SQL, url: str | None = None,
+                 master: str = "local[2]") -> Path:
     root.mkdir(parents=True, exist_ok=True)
     (root / "sql" / "summaries").mkdir(parents=True, exist_ok=True)
     (root / "sql" / "schema.sql").write_text(schema_sql)
@@ -63,7 +64,7 @@ def make_project(root: Path, views: dict[str, str], schema_sql: str = SCHEMA_SQL
         (root / "sql" / "summaries" / f"{name}.sql").write_text(sql)
     (root / "nightshift.toml").write_text(
         f'[lake]\npath = "lake"\n[warehouse]\nurl = "{url or "duckdb:///warehouse.duckdb"}"\n'
-        f'[spark]\nmaster = "local[2]"\n[dependencies]\nstores = ["city -> region"]\n'
+        f'[spark]\nmaster = "{master}"\n[dependencies]\nstores = ["city -> region"]\n'
     )
     return root
 
@@ -222,8 +223,27 @@ class BatchGenerator:
                 old = r.choice(self.model.tables["items"])
                 changes["items"] += [("delete", old), ("insert", (old[0], r.choice(self.CATEGORIES), old[2]))]
             self.model.tables["stores"].append(new[1])
-            changes["pos"] += [("insert", self._sale(store=new[1][0])) for _ in range(2)]
+            changes["pos"] += [("insert", self._sale(store=new[1][0])) for _ in range(2 if r.random() < 0.5 else 0)]
             self.model.tables["stores"].remove(new[1])
+            moved = {row[0] for op, row in changes["stores"]}
+            sales = {s[0]: [p for p in pos if p[0] == s[0]] for s in self.model.tables["stores"] if s[0] not in moved}
+            small = [s for s in self.model.tables["stores"] if s[0] in sales and len(sales[s[0]]) <= 6]
+            if small:  # a store closes: its last sales go and its row is deleted (4.1.4)
+                closed = r.choice(small)
+                changes["stores"].append(("delete", closed))
+                changes["pos"] += [("delete", p) for p in sales[closed[0]]]
+                self.model.tables["stores"].remove(closed)  # tonight's other changes must not touch it
+                for p in sales[closed[0]]:
+                    pos.remove(p)
+                try:
+                    return self._fact_changes(kind, changes)
+                finally:
+                    self.model.tables["stores"].append(closed)  # Model.apply deletes them
+                    pos.extend(sales[closed[0]])
+        return self._fact_changes(kind, changes)
+
+    def _fact_changes(self, kind: str, changes: dict) -> dict:
+        r, pos = self.r, self.model.tables["pos"]
         victims: list[tuple] = []
         if kind == "group_gone" and pos:
             s, d = r.choice(pos)[0], r.choice(pos)[2]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -60,11 +61,25 @@ def test_plan_json_is_machine_readable(tmp_path):
     r = cli("plan", "--project", str(target), "--json")
     plan = json.loads(r.stdout)
     assert {v["name"] for v in plan["views"]} == {"SID_sales", "sCD_sales", "SiC_sales", "sR_sales"}
+    # Figure 3: SID_sales from the changes; SiC_sales and sCD_sales from it; sR_sales from sCD_sales
+    assert plan["levels"] == [["SID_sales"], ["SiC_sales", "sCD_sales"], ["sR_sales"]]
 
 
 def test_not_a_project(tmp_path):
     r = cli("status", "--project", str(tmp_path))
     assert r.returncode == 1 and "nightshift.toml" in r.stderr and "not found" in r.stderr
+
+
+def test_airflow_connection_project_needs_a_url_outside_airflow(tmp_path):
+    """[warehouse] airflow_conn_id and no url: outside Airflow the CLI says where the URL must come from
+    instead of silently using a DuckDB file."""
+    target = tmp_path / "shop"
+    assert cli("init", str(target)).returncode == 0
+    toml = target / "nightshift.toml"
+    toml.write_text(re.sub(r"(?m)^url = .*$", 'airflow_conn_id = "ns_warehouse"', toml.read_text()))
+    r = cli("status", "--project", str(target))
+    assert r.returncode == 1 and "'ns_warehouse'" in r.stderr and "NIGHTSHIFT_WAREHOUSE_URL" in r.stderr, r.stderr
+    assert not (target / "warehouse.duckdb").exists()
 
 
 def test_compose_file_is_valid_yaml_with_its_services():

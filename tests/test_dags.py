@@ -1,31 +1,37 @@
 """The Airflow DAG factory under real Airflow (`dag.test()`), in a subprocess with its own AIRFLOW_HOME:
-wait for the batch -> propagate (spark-submit) -> window gate -> refresh -> apply-base -> validate -> publish."""
+wait for the batch -> propagate, one spark-submit per D-lattice level -> window gate -> refresh -> apply-base
+-> validate -> publish; reruns, batch order, the window."""
 
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import json
 import os
 import re
 import subprocess
 import sys
+import zoneinfo
 from pathlib import Path
 from urllib.parse import quote, unquote
+
+import pendulum
 
 from conftest import PG_URL
 from sqlalchemy.engine import make_url
 
-from nightshift.config import load_project
+from nightshift.config import Window, load_project
 from nightshift.cycle import Cycle
 from nightshift.example import init_project
 from nightshift.oracle import check_all
+from nightshift.plancache import plan_summary
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_dag(tmp_path, project: Path, batches: list[str], **env_vars: str | None) -> tuple[dict, subprocess.CompletedProcess]:
-    """dag.test() of the project's DAG in a subprocess with a fresh AIRFLOW_HOME (tests/dag_run_script.py);
-    env_vars set to None are removed."""
+def run_dag(tmp_path, project: Path, runs: list[dict], **env_vars: str | None) -> tuple[dict, subprocess.CompletedProcess]:
+    """dag.test() runs of the project's DAG in a subprocess with a fresh AIRFLOW_HOME (tests/dag_run_script.py;
+    `runs` as its SPEC describes); env_vars set to None are removed. One retry, one second apart."""
     env = dict(
         os.environ,
         AIRFLOW_HOME=str(tmp_path / "airflow"),
@@ -33,37 +39,135 @@ def run_dag(tmp_path, project: Path, batches: list[str], **env_vars: str | None)
         AIRFLOW__CORE__LOAD_EXAMPLES="False",
         AIRFLOW_CONN_SPARK_DEFAULT=json.dumps({"conn_type": "spark", "host": "local[2]"}),
         NIGHTSHIFT_PROJECTS=str(project),
+        NIGHTSHIFT_RETRIES="1",
+        NIGHTSHIFT_RETRY_DELAY="1",
         PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
         PYTHONPATH=str(ROOT),
         **env_vars,
     )
     env = {k: v for k, v in env.items() if v is not None}
-    out = tmp_path / "result.json"
-    r = subprocess.run(
-        [sys.executable, str(ROOT / "tests" / "dag_run_script.py"), str(project), *batches[:1], str(out), *batches[1:]],
-        env=env, capture_output=True, text=True, timeout=900,
-    )
+    spec, out = tmp_path / "spec.json", tmp_path / "result.json"
+    spec.write_text(json.dumps({"runs": runs}))
+    r = subprocess.run([sys.executable, str(ROOT / "tests" / "dag_run_script.py"), str(spec), str(out)],
+                       env=env, capture_output=True, text=True, timeout=1200)
     assert out.is_file(), r.stdout[-3000:] + r.stderr[-3000:]
     return json.loads(out.read_text()), r
 
 
-def test_dag_runs_a_night_end_to_end(tmp_path):
+def states(run: dict) -> dict[str, str]:
+    return {t: ti["state"] for t, ti in run["tasks"].items()}
+
+
+def stamp(value: str) -> pendulum.DateTime:
+    return pendulum.parse(value)
+
+
+# Figure 3 of paper 001: SID_sales from the changes, sCD_sales and SiC_sales from SID_sales, sR_sales from sCD_sales
+FIGURE_3_LEVELS = [["SID_sales"], ["SiC_sales", "sCD_sales"], ["sR_sales"]]
+
+
+def test_dag_parses_without_work_and_follows_the_lattice(tmp_path):
+    """Parsing reads text files only (the project has no lake data yet, and no warehouse exists after the
+    parse); the task graph is wait -> one propagate task per D-lattice level, in order -> gate -> refresh
+    -> apply_base -> validate -> publish, the levels those of Figure 3."""
     project = tmp_path / "retail"
-    batches = init_project(project, "retail", rows=3000, nights=1)
-    result, r = run_dag(tmp_path, project, batches)
-    assert result["import_errors"] == {}
-    assert result["dags"] == ["nightshift__retail"]
-    assert result["state"] == "success", (result, r.stdout[-4000:])
-    assert set(result["tasks"].values()) == {"success"}
-    assert result["asset_events"] == [{"batch_id": batches[0], "project": str(project)}]
-    # the second night arrived after its window closed: propagated, but refresh refused to start
-    assert result["late_state"] == "failed"
-    assert result["late_tasks"]["propagate"] == "success" and result["late_tasks"]["refresh"] == "failed"
-    assert "window closed" in r.stdout + r.stderr
+    init_project(project, None, rows=0)
+    result, r = run_dag(tmp_path, project, [])
+    print(f"DAG parse time (DagBag of dags/, one project): {result['parse_seconds']:.2f}s cold, "
+          f"{result['reparse_seconds']:.2f}s warm with the plan cached")
+    assert result["import_errors"] == {} and result["dags"] == ["nightshift__retail"], r.stderr[-3000:]
+    graph = result["graph"]
+    levels = [f"propagate_level_{k}" for k in range(len(FIGURE_3_LEVELS))]
+    chain = ["wait_for_batch", *levels, "window_gate", "refresh", "apply_base", "validate", "publish"]
+    assert set(graph) == set(chain)
+    for upstream, downstream in zip(chain, chain[1:]):
+        assert graph[upstream] == [downstream], (upstream, graph[upstream])
+    for k, points in enumerate(FIGURE_3_LEVELS):
+        assert f"level {k}: {', '.join(points)}" in result["docs"][levels[k]]
+    assert not (project / "warehouse.duckdb").exists() and not list((project / "lake").rglob("*.parquet"))
+
+
+def test_plan_is_compiled_once_per_inputs(tmp_path):
+    """The DAG's plan summary comes from the cache while nightshift.toml and sql/ are unchanged; an edit recompiles."""
+    project = tmp_path / "retail"
+    init_project(project, None, rows=0)
+    first = plan_summary(project)
+    assert not first["cached"] and first["levels"] == FIGURE_3_LEVELS
+    cache = project / ".nightshift" / "plan-cache.json"
+    written = cache.stat().st_mtime_ns
+    again = plan_summary(project)
+    assert again["cached"] and again["levels"] == first["levels"] and cache.stat().st_mtime_ns == written
+    view = project / "sql" / "summaries" / "sR_sales.sql"
+    view.unlink()  # a plan without sR_sales: level 2 goes away
+    edited = plan_summary(project)
+    assert not edited["cached"] and edited["hash"] != first["hash"] and edited["levels"] == FIGURE_3_LEVELS[:2]
+    assert plan_summary(project)["cached"]
+
+
+def test_dag_nights_reruns_order_and_window(tmp_path):
+    """Real Airflow, real spark-submit: one project, its nights through the DAG as an on-call engineer
+    and a backfill would run them.
+    1. night 2 before night 1: propagate refuses (batch order), refresh never runs;
+    2. night 1 with refresh crashing on its first try: the retry completes it, asset event published;
+    3. clear and rerun only refresh of night 1: skipped (in the ledger);
+    4. clear and rerun the whole of night 1: every step skips, same state;
+    5. the window gate alone with the window 8 s away: it waits (deferred) until then;
+    6. night 2 in order: success;
+    7. night 3 after its window closed: refresh refuses to start, the tables stay at night 2.
+    After all of it the warehouse equals recomputation and the ledger holds each night once."""
+    project = tmp_path / "retail"
+    b = init_project(project, "retail", rows=3000, nights=2)
+    crash = {"NIGHTSHIFT_CRASH_AT": "refresh:after_merge:SID_sales", "NIGHTSHIFT_CRASH_ONCE": str(tmp_path / "crashed")}
+    runs = [
+        {"label": "out_of_order", "day": 1, "conf": {"batch_id": b[1]}},
+        {"label": "crash_once", "day": 0, "conf": {"batch_id": b[0]}, "env": crash},
+        {"label": "rerun_refresh", "day": 0, "conf": {"batch_id": b[0]}, "mark_success": "(?!refresh$).*"},
+        {"label": "rerun_whole", "day": 0, "conf": {"batch_id": b[0]}},
+        {"label": "gate", "day": 1, "conf": {"batch_id": b[1], "gate_in": 8}, "mark_success": "(?!window_gate$).*"},
+        {"label": "night_2", "day": 1, "conf": {"batch_id": b[1]}},
+        {"label": "late", "day": 2, "conf": {"batch_id": b[2], "closes_in": -60},
+         "mark_success": "wait_for_batch|propagate_level_.*"},
+    ]
+    result, r = run_dag(tmp_path, project, runs)
+    log = r.stdout + r.stderr
+    assert result["import_errors"] == {} and result["dags"] == ["nightshift__retail"], log[-3000:]
+    run = result["runs"]
+
+    first = states(run["out_of_order"])
+    assert run["out_of_order"]["state"] == "failed" and first["propagate_level_0"] == "failed"
+    assert first["refresh"] == "upstream_failed" and first["publish"] == "upstream_failed"
+    assert f"batch {b[1]} is out of order: batch {b[0]} comes first" in log
+
+    assert run["crash_once"]["state"] == "success", (states(run["crash_once"]), log[-4000:])
+    assert set(states(run["crash_once"]).values()) == {"success"}
+    assert run["crash_once"]["tasks"]["refresh"]["tries"] == 2 and (tmp_path / "crashed").exists()
+    assert "injected crash at refresh:after_merge:SID_sales" in log
+    assert run["crash_once"]["asset_events"] == [{"batch_id": b[0], "project": str(project)}]
+
+    assert run["rerun_refresh"]["state"] == "success" and run["rerun_refresh"]["tasks"]["refresh"]["tries"] >= 1
+    assert f"refresh {b[0]}: skipped" in log
+    assert run["rerun_whole"]["state"] == "success" and set(states(run["rerun_whole"]).values()) == {"success"}
+
+    gate = run["gate"]["tasks"]["window_gate"]
+    opens = stamp(run["gate"]["conf"]["gate_at"])
+    assert run["gate"]["state"] == "success" and stamp(gate["start"]) < opens <= stamp(gate["end"])
+
+    night_2 = run["night_2"]
+    assert night_2["state"] == "success", (states(night_2), log[-4000:])
+    assert stamp(night_2["tasks"]["refresh"]["start"]) >= stamp(night_2["conf"]["gate_at"])
+    assert night_2["asset_events"] == [{"batch_id": b[1], "project": str(project)}]
+
+    late = states(run["late"])
+    assert run["late"]["state"] == "failed" and late["refresh"] == "failed" and late["apply_base"] == "upstream_failed"
+    assert run["late"]["tasks"]["refresh"]["tries"] == 1  # a closed window is not retried
+    assert "window closed" in log
+
     cycle = Cycle(load_project(project), progress=lambda _: None)
-    assert cycle.status(batches[0]) == "done"
-    assert cycle.status(batches[1]) == "pending"  # the summary tables stay at the previous night
+    assert [cycle.status(x) for x in b] == ["done", "done", "pending"]
+    nights = [row.batch_id for row in cycle.warehouse.ledger() if row.kind == "batch"]
+    assert nights == [b[0], b[1]]
     assert check_all(cycle.plan, cycle.lake, cycle.warehouse.read_view) == []
+    cycle.close()
 
 
 def test_dag_takes_the_warehouse_from_an_airflow_connection(tmp_path, pg_schemas):
@@ -80,16 +184,31 @@ def test_dag_takes_the_warehouse_from_an_airflow_connection(tmp_path, pg_schemas
     password = "Night/Shift@pw-7f3e"  # trust auth ignores it; it needs URL-quoting
     conn = {"conn_type": "postgres", "host": pg.host, "port": pg.port, "login": pg.username, "password": password,
             "schema": pg.database, "extra": {"options": f"-csearch_path={schema}", "cursor": "dictcursor"}}
-    result, r = run_dag(tmp_path, project, batches[:1], AIRFLOW_CONN_NS_WAREHOUSE=json.dumps(conn),
-                        NIGHTSHIFT_WAREHOUSE_URL=None)
+    result, r = run_dag(tmp_path, project, [{"label": "night", "conf": {"batch_id": batches[0]}}],
+                        AIRFLOW_CONN_NS_WAREHOUSE=json.dumps(conn), NIGHTSHIFT_WAREHOUSE_URL=None)
     assert result["import_errors"] == {} and result["dags"] == ["nightshift__shop"]
-    assert result["state"] == "success", (result, r.stdout[-4000:])
+    night = result["runs"]["night"]
+    assert night["state"] == "success", (states(night), r.stdout[-4000:])
     assert not (project / "warehouse.duckdb").exists()  # nobody fell back to the default DuckDB file
     cycle = Cycle(dataclasses.replace(load_project(project), warehouse_url=url), progress=lambda _: None)
     assert cycle.status(batches[0]) == "done"
     assert check_all(cycle.plan, cycle.lake, cycle.warehouse.read_view) == []
-    assert result["rendered"]["propagate"]["env_vars"] is None  # resolved after rendering, restored afterwards
+    assert night["rendered"]["propagate_level_0"]["env_vars"] is None  # resolved after rendering, restored afterwards
     logs = [p.read_text(errors="replace") for p in (tmp_path / "airflow").rglob("*.log")]
     seen = "\n".join([r.stdout, r.stderr, json.dumps(result), *logs])
     for secret in (password, quote(password, safe="")):
         assert secret not in seen
+
+
+def test_window_of_a_night_and_of_a_backfill():
+    """The window a run refreshes in ([window] 23:00-03:00 Europe/Berlin, crossing midnight): a night's run
+    takes the window opening on its day; a backfill takes the window open now, else the next one."""
+    berlin = zoneinfo.ZoneInfo("Europe/Berlin")
+    w = Window("23:00", "03:00", "Europe/Berlin")
+    at = lambda d, h, m=0: dt.datetime(2026, 11, d, h, m, tzinfo=berlin)  # noqa: E731
+    assert w.on(dt.date(2026, 11, 2)) == (at(2, 23), at(3, 3))
+    assert w.current_or_next(at(3, 0, 30)) == (at(2, 23), at(3, 3))  # inside the window that opened yesterday
+    assert w.current_or_next(at(3, 3, 30)) == (at(3, 23), at(4, 3))  # just closed: tonight's
+    assert w.current_or_next(at(3, 23, 5).astimezone(dt.timezone.utc)) == (at(3, 23), at(4, 3))
+    day = Window("01:00", "05:00", "UTC")
+    assert day.on(dt.date(2026, 11, 2))[1] == dt.datetime(2026, 11, 2, 5, tzinfo=zoneinfo.ZoneInfo("UTC"))

@@ -21,8 +21,10 @@ VIEWS = {**FIGURE_1, **EXTENDED}  # one project keeps all eight views: one Spark
 CASES = [(backend, seed) for backend in BACKENDS for seed in (1, 2, 3, 4)]
 
 
-def run_random_nights(tmp_path, spark, views: dict, seed: int, nights: int, quiet, url: str | None = None) -> int:
-    root = make_project(tmp_path / f"p{seed}", views, url=url)
+def run_random_nights(tmp_path, spark, views: dict, seed: int, nights: int, quiet, url: str | None = None,
+                      master: str = "local[2]") -> int:
+    """spark None: the cycle starts its own session on the project's [spark] master (tests/test_cluster.py)."""
+    root = make_project(tmp_path / f"p{seed}", views, url=url, master=master)
     model = Model()
     gen = BatchGenerator(seed, model)
     cycle = Cycle(load_project(root), spark=spark, progress=quiet)

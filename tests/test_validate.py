@@ -21,7 +21,8 @@ from lattice.errors import BatchOrderError
 from nightshift import expectations as ex
 from nightshift.config import load_project
 from nightshift.cycle import Cycle
-from nightshift.validate import ValidationFailed, validate_batch
+from nightshift.lake import Lake
+from nightshift.validate import ValidationFailed, chosen_parents, validate_batch
 
 BATCH = "b0001"
 
@@ -95,37 +96,59 @@ def ledger_row(root: Path, batch: str):
 # ---------------------------------------------------------------- the suites come from the plan
 
 
-def test_rollup_pairs_follow_the_lattice():
-    """Figure 1's edges all go through a dimension (city, category, region are not among a finer
-    view's group-by columns), so none is checkable inside the warehouse; the added views are."""
+def test_rollup_checks_follow_the_lattice():
+    """Rollup consistency covers every cover edge of the D-lattice between two summary tables,
+    dimension joins included (Figure 3: sCD_sales ≺^stores SID_sales, SiC_sales ≺^items SID_sales,
+    sR_sales ≺^stores SiC_sales, and sR_sales ≺ sCD_sales through the declared city -> region), plus
+    the parents propagate chose."""
     from lattice import compile_project
+    from lattice.ir import FunctionalDependency
     from harness import SCHEMA_SQL
 
     def plan(views):
-        return compile_project(SCHEMA_SQL, {f"sql/summaries/{n}.sql": s for n, s in views.items()})
+        return compile_project(SCHEMA_SQL, {f"sql/summaries/{n}.sql": s for n, s in views.items()},
+                               (FunctionalDependency("stores", ("city",), ("region",)),))
 
-    assert ex.rollups(plan(FIGURE_1)) == ()
-    pairs = {(r.child.name, r.parent.name) for r in ex.rollups(plan(VIEWS))}
-    assert pairs == {("sD_sales", "sCD_sales"), ("sS_sales", "SiC_sales")}
-    # the lattice may choose another parent: SID_sales is one too (pos alone, a superset of date)
-    chosen = ex.rollups(plan(VIEWS), [("sD_sales", "SID_sales")])
-    assert [(r.child.name, r.parent.name, r.check) for r in chosen] == [("sD_sales", "SID_sales", "rollup_of_SID_sales")]
-    with pytest.raises(ValueError, match="sR_sales is not derivable from sCD_sales"):
-        ex.rollups(plan(VIEWS), [("sR_sales", "sCD_sales")])
-    # a different filter is a different fact subset: not derivable
+    def pairs(rollups):
+        return {(r.child.name, r.parent.name): r.dimensions for r in rollups}
+
+    assert pairs(ex.rollups(plan(FIGURE_1))) == {
+        ("sCD_sales", "SID_sales"): {"stores": ("storeID", "city")},
+        ("SiC_sales", "SID_sales"): {"items": ("itemID", "category")},
+        ("sR_sales", "sCD_sales"): {"stores": ("city", "region")},
+        ("sR_sales", "SiC_sales"): {"stores": ("storeID", "region")},
+    }
+    # sD_sales(date) and sS_sales(storeID) sit below sCD_sales and SiC_sales; sS_sales now lies between
+    # SiC_sales and sR_sales; SID_sales -> sD_sales is not a cover edge
+    assert pairs(ex.rollups(plan(VIEWS))) == {
+        ("sCD_sales", "SID_sales"): {"stores": ("storeID", "city")},
+        ("SiC_sales", "SID_sales"): {"items": ("itemID", "category")},
+        ("sR_sales", "sCD_sales"): {"stores": ("city", "region")},
+        ("sR_sales", "sS_sales"): {"stores": ("storeID", "region")},
+        ("sD_sales", "sCD_sales"): {},
+        ("sS_sales", "SiC_sales"): {},
+    }
+    # the parent propagate chose tonight is checked too, if it is a lattice edge between views
+    chosen = pairs(ex.rollups(plan(VIEWS), chosen=[("sD_sales", "SID_sales"), ("SID_sales", "sR_sales"), ("sR_sales", "Δpos")]))
+    assert set(chosen) - set(pairs(ex.rollups(plan(VIEWS)))) == {("sD_sales", "SID_sales")}
+    # a different filter is a different fact subset: no edge
     filtered = {**VIEWS, "sD_sales": VIEWS["sD_sales"].replace("FROM pos", "FROM pos WHERE qty > 1")}
-    assert {(r.child.name, r.parent.name) for r in ex.rollups(plan(filtered))} == {("sS_sales", "SiC_sales")}
+    assert not any("sD_sales" in pair for pair in pairs(ex.rollups(plan(filtered))))
 
 
 def test_clean_night_passes_every_expectation(project):
     report = validate_batch(load_project(project), BATCH)
     assert report.success and report.failures == () and report.warnings == ()
-    specs = ex.plan_suites(load_project(project).plan)
-    assert report.expectations == sum(len(s.suite.expectations) for s in specs)
+    plan = load_project(project).plan
+    # tonight propagate derived sd_sD_sales from sd_SID_sales (not a cover edge): checked as well
+    chosen = chosen_parents(Lake(project / "lake").read_manifest(BATCH))
+    assert ("sD_sales", "SID_sales") in chosen
+    specs = ex.plan_suites(plan, rollups_=ex.rollups(plan, chosen=chosen))
+    assert report.expectations == sum(len(s.suite.expectations) for s in specs) == 50
     checks = {e.meta["nightshift"]["check"] for s in specs for e in s.suite.expectations}
     assert checks == {"unique_groups", "count_star_positive", "count_within_count_star", "null_iff_count_zero",
-                      "avg_is_sum_over_count", "rollup_of_sCD_sales", "rollup_of_SiC_sales",
-                      "row_count_vs_previous", "sampled_recompute"}
+                      "avg_is_sum_over_count", "rollup_of_SID_sales", "rollup_of_sCD_sales", "rollup_of_SiC_sales",
+                      "rollup_of_sS_sales", "row_count_vs_previous", "sampled_recompute"}
     # every group of these tiny tables is sampled, plus the groups that lost MIN/MAX rows tonight:
     # SiC_sales keeps 8 groups; (3, NULL) lost its only row and must be absent on both sides
     assert report.sampled["SiC_sales"] == 9
@@ -149,31 +172,45 @@ def test_min_max_deletion_groups_are_always_recomputed(project):
 
 
 CORRUPTIONS = {
-    # name: (SQL, sample, checks that must fail, views any failure may name)
+    # name: (SQL, sample, checks that must fail, views any failure may name). A rollup check names the
+    # child table: a wrong parent shows up in each child derived from it (tonight sD_sales came from
+    # SID_sales: the manifest's chosen parent is checked besides the lattice's cover edges)
     "sum_off_by_one_in_a_leaf": (
         "UPDATE \"sD_sales__ns\" SET _ns_sum_1 = _ns_sum_1 + 1 WHERE date = DATE '2026-01-02'", None,
-        {("sD_sales", "rollup_of_sCD_sales"), ("sD_sales", "sampled_recompute")}, {"sD_sales"}),
+        {("sD_sales", "rollup_of_sCD_sales"), ("sD_sales", "rollup_of_SID_sales"), ("sD_sales", "sampled_recompute")},
+        {"sD_sales"}),
     "min_wrong_after_a_deletion": (  # the stale MIN of a group that lost its earliest sale tonight
         "UPDATE \"SiC_sales__ns\" SET _ns_min_1 = DATE '2026-01-03' WHERE \"storeID\" = 3 AND category = 'c0'", 0,
-        {("SiC_sales", "sampled_recompute"), ("sS_sales", "rollup_of_SiC_sales")}, {"SiC_sales", "sS_sales"}),
+        {("SiC_sales", "sampled_recompute"), ("SiC_sales", "rollup_of_SID_sales"), ("sS_sales", "rollup_of_SiC_sales")},
+        {"SiC_sales", "sS_sales"}),
     "duplicated_group": (  # NULL city: the check must group NULLs together
         "INSERT INTO \"sCD_sales__ns\" SELECT * FROM \"sCD_sales__ns\" WHERE city IS NULL AND date = DATE '2026-01-04'",
-        None, {("sCD_sales", "unique_groups"), ("sCD_sales", "sampled_recompute"), ("sD_sales", "rollup_of_sCD_sales")},
-        {"sCD_sales", "sD_sales"}),
+        None, {("sCD_sales", "unique_groups"), ("sCD_sales", "sampled_recompute"), ("sCD_sales", "rollup_of_SID_sales"),
+               ("sD_sales", "rollup_of_sCD_sales"), ("sR_sales", "rollup_of_sCD_sales")},
+        {"sCD_sales", "sD_sales", "sR_sales"}),
     "missing_group": (
         "DELETE FROM \"sCD_sales__ns\" WHERE city = 'shelbyville' AND date = DATE '2026-01-06'", None,
-        {("sCD_sales", "sampled_recompute"), ("sD_sales", "rollup_of_sCD_sales")}, {"sCD_sales", "sD_sales"}),
+        {("sCD_sales", "sampled_recompute"), ("sCD_sales", "rollup_of_SID_sales"), ("sD_sales", "rollup_of_sCD_sales"),
+         ("sR_sales", "rollup_of_sCD_sales")}, {"sCD_sales", "sD_sales", "sR_sales"}),
     "hidden_count_of_zero": (
         "UPDATE \"sR_sales__ns\" SET _ns_count = 0 WHERE region = 'south'", None,
-        {("sR_sales", "count_star_positive"), ("sR_sales", "count_within_count_star"), ("sR_sales", "sampled_recompute")},
+        {("sR_sales", "count_star_positive"), ("sR_sales", "count_within_count_star"), ("sR_sales", "sampled_recompute"),
+         ("sR_sales", "rollup_of_sCD_sales"), ("sR_sales", "rollup_of_sS_sales")},
         {"sR_sales"}),
     "sum_not_null_at_count_zero": (
         "UPDATE \"SID_sales__ns\" SET _ns_sum_1 = 0 WHERE _ns_cnt_1 = 0", None,
-        {("SID_sales", "null_iff_count_zero"), ("SID_sales", "sampled_recompute")}, {"SID_sales"}),
+        {("SID_sales", "null_iff_count_zero"), ("SID_sales", "sampled_recompute"), ("SiC_sales", "rollup_of_SID_sales"),
+         ("sCD_sales", "rollup_of_SID_sales"), ("sD_sales", "rollup_of_SID_sales")},
+        {"SID_sales", "SiC_sales", "sCD_sales", "sD_sales"}),
     "avg_served_as_sum_over_count_star": (  # the classic bug: AVG over COUNT(*) instead of COUNT(e)
         "CREATE OR REPLACE VIEW avg_price AS SELECT \"itemID\", CAST(_ns_sum_1 AS DOUBLE) / _ns_count AS avg_price, "
         "_ns_cnt_1 AS priced, _ns_max_2 AS max_qty FROM avg_price__ns", None,
         {("avg_price", "avg_is_sum_over_count")}, {"avg_price"}),
+    # a region total off by one while every store's and every city's row is right: only the rollups
+    # through the stores dimension see it (no random sample; sR_sales has no MIN/MAX to resample)
+    "region_total_off_through_a_dimension": (
+        "UPDATE \"sR_sales__ns\" SET _ns_sum_1 = _ns_sum_1 + 1 WHERE region = 'north'", 0,
+        {("sR_sales", "rollup_of_sCD_sales"), ("sR_sales", "rollup_of_sS_sales")}, {"sR_sales"}),
 }
 
 
@@ -246,13 +283,21 @@ def test_postgresql_warehouse(project, pg_schemas):
     with engine.begin() as c:
         c.exec_driver_sql("UPDATE sic_sales__ns SET _ns_min_1 = DATE '2026-01-03' WHERE storeid = 3 AND category = 'c0'")
         c.exec_driver_sql("UPDATE sr_sales__ns SET _ns_count = 0 WHERE region = 'south'")
+        # north's total off while every store and city row is right: only the rollups through stores see it
+        c.exec_driver_sql("UPDATE sr_sales__ns SET _ns_sum_1 = _ns_sum_1 + 1 WHERE region = 'north'")
         validated = c.exec_driver_sql("SELECT validated_at FROM ns_ledger ORDER BY seq DESC LIMIT 1").scalar()
     assert validated is not None
     with pytest.raises(ValidationFailed) as caught:
-        validate_batch(load_project(project), BATCH)
-    assert {(f.view, f.check) for f in caught.value.report.failures} == {
-        ("SiC_sales", "sampled_recompute"), ("sS_sales", "rollup_of_SiC_sales"),
-        ("sR_sales", "count_star_positive"), ("sR_sales", "count_within_count_star"), ("sR_sales", "sampled_recompute")}
+        validate_batch(load_project(project), BATCH, sample=0)
+    failures = {(f.view, f.check): f for f in caught.value.report.failures}
+    assert set(failures) == {
+        ("SiC_sales", "sampled_recompute"), ("SiC_sales", "rollup_of_SID_sales"), ("sS_sales", "rollup_of_SiC_sales"),
+        ("sR_sales", "count_star_positive"), ("sR_sales", "count_within_count_star"),
+        ("sR_sales", "rollup_of_sCD_sales"), ("sR_sales", "rollup_of_sS_sales")}
+    for check in ("rollup_of_sCD_sales", "rollup_of_sS_sales"):
+        f = failures[("sR_sales", check)]
+        assert f.observed == 2 and {r["region"] for r in f.examples} == {"north", "south"}
+        assert f"batch {BATCH}: summary table sR_sales (sR_sales__ns): check {check} failed" in str(caught.value)
     with engine.begin() as c:
         assert c.exec_driver_sql("SELECT validated_at FROM ns_ledger ORDER BY seq DESC LIMIT 1").scalar() is None
     engine.dispose()
@@ -262,13 +307,26 @@ def test_postgresql_warehouse(project, pg_schemas):
 
 
 def test_cli_validate_exit_codes(project, capsys):
+    """Also: gx/validations and the data docs keep only the newest [validate] keep_results runs."""
     from nightshift.cli import main
 
+    toml = project / "nightshift.toml"
+    toml.write_text(toml.read_text() + "[validate]\nkeep_results = 1\n")
     assert main(["validate", "--project", str(project), "--batch", BATCH, "--recompute"]) == 0
     out = capsys.readouterr().out
     assert f"validated batch {BATCH}" in out and "data docs:" in out and "ok: 7 summary table(s)" in out
+    first = {p.parent.name for p in (project / "gx" / "validations").rglob("*.json")}
+    assert len(first) == 1
     corrupt(project, "UPDATE \"sR_sales__ns\" SET _ns_count = 0 WHERE region = 'south'")
     assert main(["validate", "--project", str(project), "--batch", BATCH]) == 1
     err = capsys.readouterr().err
     assert f"batch {BATCH}: summary table sR_sales (sR_sales__ns): check count_star_positive failed" in err
     assert "data docs: file://" in err
+    # the first run's results and pages are gone; the failing run's page shows the failing check
+    runs = {p.parent.name for p in (project / "gx" / "validations").rglob("*.json")}
+    pages = {p.parent.name for p in (project / "gx" / "data_docs" / "validations").rglob("*.html")}
+    assert len(runs) == 1 and runs == pages and runs != first
+    index = (project / "gx" / "data_docs" / "index.html").read_text()
+    assert first.pop() not in index and runs.pop() in index
+    page = next((project / "gx" / "data_docs" / "validations").rglob("warehouse-nightshift.sR_sales.html")).read_text()
+    assert "sR_sales__ns: count_star_positive:" in page and "Failed" in page

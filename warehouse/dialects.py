@@ -49,13 +49,19 @@ def fresh(view: View, s: StoredAggregate, c: str) -> str:
     return f"CASE WHEN {c}.{cnt} = 0 THEN NULL ELSE {c}.{col} END"
 
 
+def summary_columns(view: View) -> list[tuple[str, str]]:
+    """(column, type) of a summary table's contents: group-by columns, stored aggregates."""
+    return [(k.name, k.type) for k in view.keys] + [(s.column, s.type) for s in view.stored]
+
+
 def delta_columns(view: View) -> list[tuple[str, str]]:
-    """(column, type) of a staged summary-delta: group-by columns, stored aggregates, _ns_lost."""
-    return [(k.name, k.type) for k in view.keys] + [(s.column, s.type) for s in view.stored] + [("_ns_lost", "INTEGER")]
+    """(column, type) of a staged summary-delta: the summary table's columns plus _ns_lost."""
+    return summary_columns(view) + [("_ns_lost", "INTEGER")]
 
 
 class Dialect:
     name = "generic"
+    min_key_check = True  # 4.3's min-key check reads one aggregate per group-by column of the summary table
 
     # ------------------------------------------------------------ names
     def fold(self, view: View, name: str) -> str:
@@ -65,9 +71,16 @@ class Dialect:
     def col(self, view: View, name: str) -> str:
         return q(self.fold(view, name))
 
+    def storage_name(self, view: View) -> str:
+        """The storage table "<view>__ns" (group-by columns + hidden aggregates), unquoted."""
+        return self.fold(view, view.name) + "__ns"
+
     def table(self, view: View) -> str:
-        """The storage table "<view>__ns" (group-by columns + hidden aggregates)."""
-        return q(self.fold(view, view.name) + "__ns")
+        return q(self.storage_name(view))
+
+    def staging(self, view: View, columns: list[tuple[str, str]], prefix: str = "") -> list[tuple[str, str, str]]:
+        """(source column in the Parquet, column as the warehouse names it, type) for stage_parquet."""
+        return [(prefix + c, self.fold(view, c), t) for c, t in columns]
 
     def serving(self, view: View) -> str:
         return q(self.fold(view, view.name))
@@ -105,23 +118,26 @@ class Dialect:
 
     def load_parquet(self, conn, view: View, files: list[Path]) -> None:
         """Append Parquet files holding a whole summary table (materialize) to its storage table."""
-        columns = [(c, self.fold(view, c), t) for c, t in delta_columns(view)[:-1]]
+        columns = self.staging(view, summary_columns(view))
         self.stage_parquet(conn, "__ns_stage", files, columns)
         cols = ", ".join(q(dst) for _, dst, _ in columns)
         conn.exec_driver_sql(f"INSERT INTO {self.table(view)} ({cols}) SELECT {cols} FROM {q('__ns_stage')}")
 
     # ------------------------------------------------------------ Figure 8
-    def merge_delta(self, conn, view: View, delta: str) -> tuple[int, int, int, int]:
+    def merge_delta(self, conn, view: View, delta: str, insert_only: bool = False) -> tuple[int, int, int, int]:
         """Apply staged summary-delta `delta` to the view's summary table (Figure 8).
 
         Classifies every delta group against the summary table once (new / existing / gone), then
         DELETE, UPDATE and INSERT. Returns (inserted, updated, deleted, broken) where broken counts
-        delta groups that remove rows from groups the summary table does not hold."""
+        delta groups that remove rows from groups the summary table does not hold. `insert_only`
+        (4.3: the batch deletes nothing, so every delta COUNT(*) is positive): no group can empty or
+        lose its MIN/MAX row, so the delete and MIN/MAX-recompute paths are skipped."""
         t, c, cnt = self.table(view), q("__ns_class"), q("_ns_count")
         match = self.keys_match(view, "t", "d")
+        gone = "FALSE" if insert_only else f"COALESCE(t.{cnt} + d.{cnt} = 0, FALSE)"
         self.create_temp_as(
             conn, "__ns_class",
-            f"SELECT d.*, t.{cnt} IS NOT NULL AS _ns_found, COALESCE(t.{cnt} + d.{cnt} = 0, FALSE) AS _ns_gone "
+            f"SELECT d.*, t.{cnt} IS NOT NULL AS _ns_found, {gone} AS _ns_gone "
             f"FROM {q(delta)} AS d LEFT JOIN {t} AS t ON {match}",
         )
         inserted, updated, deleted, broken = (int(x) for x in conn.exec_driver_sql(
@@ -136,15 +152,68 @@ class Dialect:
         if deleted:
             conn.exec_driver_sql(f"DELETE FROM {t} AS t USING {c} AS c WHERE {cm} AND c._ns_gone")
         if updated:
-            sets = ", ".join(f"{q(s.column)} = {merged(view, s, 't', 'c', 'c._ns_lost = 1')}" for s in view.stored)
+            lost = "FALSE" if insert_only else "c._ns_lost = 1"
+            sets = ", ".join(f"{q(s.column)} = {merged(view, s, 't', 'c', lost)}" for s in view.stored)
             conn.exec_driver_sql(f"UPDATE {t} AS t SET {sets} FROM {c} AS c WHERE {cm} AND c._ns_found AND NOT c._ns_gone")
         if inserted:
-            cols = [self.col(view, k.name) for k in view.keys] + [q(s.column) for s in view.stored]
-            vals = [f"c.{self.col(view, k.name)}" for k in view.keys] + [fresh(view, s, "c") for s in view.stored]
-            conn.exec_driver_sql(
-                f"INSERT INTO {t} ({', '.join(cols)}) SELECT {', '.join(vals)} FROM {c} AS c WHERE NOT c._ns_found AND c.{cnt} > 0"
-            )
+            self.insert_fresh(conn, view, "__ns_class", "NOT c._ns_found")
         return inserted, updated, deleted, broken
+
+    def insert_fresh(self, conn, view: View, delta: str, where: str = "TRUE") -> None:
+        """INSERT the delta's groups with COUNT(*) > 0 as new groups (Figure 8's "t is not found")."""
+        cols = [self.col(view, k.name) for k in view.keys] + [q(s.column) for s in view.stored]
+        vals = [f"c.{self.col(view, k.name)}" for k in view.keys] + [fresh(view, s, "c") for s in view.stored]
+        conn.exec_driver_sql(
+            f"INSERT INTO {self.table(view)} ({', '.join(cols)}) SELECT {', '.join(vals)} FROM {q(delta)} AS c "
+            f"WHERE ({where}) AND c.{q('_ns_count')} > 0"
+        )
+
+    # ------------------------------------------------------------ 4.3: new-key nights
+    def delta_profile(self, conn, view: View, delta: str) -> tuple[int, int, int, str | None]:
+        """(delta rows, rows with COUNT(*) > 0, rows with COUNT(*) < 0, a group-by column proving
+        every delta group new). The proof is the cheap min-key check of 4.3: every delta value of
+        that column is non-NULL and lies above the summary table's maximum or below its minimum
+        (e.g. the night's sales are all for dates after the last one); "(empty table)" when the
+        summary table holds no rows. Reads the delta and one column aggregate per group-by column."""
+        d, t, cnt = q(delta), self.table(view), q("_ns_count")
+        cols = [self.col(view, k.name) for k in view.keys]
+        dsel = ["COUNT(*) AS all_rows", f"SUM(CASE WHEN {cnt} > 0 THEN 1 ELSE 0 END) AS positive",
+                f"SUM(CASE WHEN {cnt} < 0 THEN 1 ELSE 0 END) AS negative"]
+        dsel += [f"COUNT({c}) = COUNT(*) AS n{i}, MIN({c}) AS lo{i}, MAX({c}) AS hi{i}" for i, c in enumerate(cols)]
+        if self.min_key_check:
+            tsel = ["COUNT(*) AS n"] + [f"MIN({c}) AS lo{i}, MAX({c}) AS hi{i}" for i, c in enumerate(cols)]
+            tests = [f"COALESCE(d.n{i} AND (d.lo{i} > t.hi{i} OR d.hi{i} < t.lo{i}), FALSE)" for i in range(len(cols))]
+        else:  # only "is the table empty", which an index answers
+            tsel = [f"CASE WHEN EXISTS (SELECT 1 FROM {t}) THEN 1 ELSE 0 END AS n"]
+            tests = ["FALSE"] * len(cols)
+        source = f" FROM {t}" if self.min_key_check else ""
+        row = conn.exec_driver_sql(
+            f"SELECT d.*, t.n = 0, {', '.join(tests) or 'FALSE'} FROM (SELECT {', '.join(dsel)} FROM {d}) AS d, "
+            f"(SELECT {', '.join(tsel)}{source}) AS t"
+        ).fetchone()
+        rows, positive, negative = (int(x or 0) for x in row[:3])
+        flags = list(row[3 + 3 * len(cols):])
+        proof = "(empty table)" if flags[0] else next((k.name for k, f in zip(view.keys, flags[1:]) if f), None)
+        return rows, positive, negative, proof
+
+    def exact_minmax_groups(self, conn, delta: str) -> int:
+        """Delta groups whose MIN/MAX propagate recomputed exactly (_ns_lost = 1), for the ledger."""
+        return int(conn.exec_driver_sql(f"SELECT COALESCE(SUM(_ns_lost), 0) FROM {q(delta)}").scalar())
+
+    def existing_groups(self, conn, view: View, delta: str) -> tuple[int, tuple | None]:
+        """Delta groups the summary table already holds (count, one example key): the exact check
+        of a declared new-key view when the min-key check cannot prove it."""
+        keys = [self.col(view, k.name) for k in view.keys]
+        match = self.keys_match(view, "t", "d")
+        row = conn.exec_driver_sql(
+            f"SELECT COUNT(*), MIN(CAST(ROW({', '.join('d.' + k for k in keys)}) AS VARCHAR)) FROM {q(delta)} AS d "
+            f"WHERE EXISTS (SELECT 1 FROM {self.table(view)} AS t WHERE {match})"
+        ).fetchone()
+        return int(row[0]), row[1]
+
+    def insert_new_keys(self, conn, view: View, delta: str) -> None:
+        """4.3: every delta group is new, so insert without looking the summary table up."""
+        self.insert_fresh(conn, view, delta)
 
     def keys_match(self, view: View, a: str, b: str) -> str:
         return " AND ".join(f"{a}.{self.col(view, k.name)} IS NOT DISTINCT FROM {b}.{self.col(view, k.name)}"
@@ -168,6 +237,7 @@ class PostgresDialect(Dialect):
 
     name = "postgresql"
     COPY_BATCH_ROWS = 65536
+    min_key_check = False  # MIN/MAX of a non-leading index column is a sequential scan here
 
     def fold(self, view: View, name: str) -> str:
         return name if name in view.quoted else name.lower()
@@ -200,20 +270,22 @@ class PostgresDialect(Dialect):
         copy_parquet(conn, table, files, columns, self.COPY_BATCH_ROWS)
 
     def load_parquet(self, conn, view: View, files: list[Path]) -> None:
-        columns = [(c, self.fold(view, c), t) for c, t in delta_columns(view)[:-1]]
+        columns = self.staging(view, summary_columns(view))
         copy_parquet(conn, self.table(view), files, columns, self.COPY_BATCH_ROWS, quoted_table=True)
 
-    def merge_delta(self, conn, view: View, delta: str) -> tuple[int, int, int, int]:
-        """Figure 8 as one INSERT … ON CONFLICT DO UPDATE (an index probe per delta group), then
-        DELETE of the groups whose COUNT(*) reached 0 through a partial index."""
+    def merge_delta(self, conn, view: View, delta: str, insert_only: bool = False) -> tuple[int, int, int, int]:
+        """Figure 8 as one INSERT … ON CONFLICT DO UPDATE (an index probe per delta group: the
+        "usually new keys" form of 4.3, insert first and update on conflict), then DELETE of the
+        groups whose COUNT(*) reached 0 through a partial index (skipped when `insert_only`)."""
         if not view.keys:
-            return super().merge_delta(conn, view, delta)
+            return super().merge_delta(conn, view, delta, insert_only)
         t, cnt = self.table(view), q("_ns_count")
         keys = [self.col(view, k.name) for k in view.keys]
         stored = [q(s.column) for s in view.stored]
-        lost = ["_ns_lost"] if view.has_min_max else []
-        sets = [f"{q(s.column)} = {merged(view, s, 't', 'EXCLUDED', 'EXCLUDED._ns_lost = 1')}" for s in view.stored]
-        sets += [f"_ns_lost = 0"] if view.has_min_max else []
+        lost = ["_ns_lost"] if view.has_min_max and not insert_only else []
+        was_lost = "FALSE" if insert_only else "EXCLUDED._ns_lost = 1"
+        sets = [f"{q(s.column)} = {merged(view, s, 't', 'EXCLUDED', was_lost)}" for s in view.stored]
+        sets += ["_ns_lost = 0"] if lost else []
         # Values go in as the delta holds them (an existing group needs the raw SUM even when the
         # delta's COUNT(e) is 0); a new group whose COUNT(e) is 0 is fixed below (Figure 8's NULL).
         nullable = [s for s in view.stored if s.kind in ("sum", "min", "max")]
@@ -233,12 +305,28 @@ class PostgresDialect(Dialect):
         inserted, updated, deleted, broken, empties = (int(x) for x in row)
         if broken:
             return inserted, updated, deleted, broken
-        conn.exec_driver_sql(f"DELETE FROM {t} WHERE {cnt} <= 0")
+        if not insert_only:
+            conn.exec_driver_sql(f"DELETE FROM {t} WHERE {cnt} <= 0")
         if empties:
             for s in nullable:
                 c = q(view.stored_of("count", s.arg).column)
                 conn.exec_driver_sql(f"UPDATE {t} SET {q(s.column)} = NULL WHERE {c} = 0 AND {q(s.column)} IS NOT NULL")
         return inserted, updated, deleted, broken
+
+    def insert_new_keys(self, conn, view: View, delta: str) -> None:
+        """4.3: a plain INSERT (no ON CONFLICT); the unique index still rejects an existing group,
+        which the caller reports as a violated new-key declaration (the transaction rolls back)."""
+        import sqlalchemy as sa
+
+        try:
+            with conn.begin_nested():
+                self.insert_fresh(conn, view, delta)
+        except sa.exc.IntegrityError as e:
+            raise NewKeyConflict(str(getattr(e, "orig", e)).strip().splitlines()[-1]) from None
+
+
+class NewKeyConflict(Exception):
+    """A delta group the summary table already holds, on a night refreshed as new keys only."""
 
 
 def copy_parquet(conn, table: str, files: list[Path], columns: list[tuple[str, str, str]], batch_rows: int,

@@ -21,7 +21,7 @@ from sqlalchemy.engine import make_url
 from lattice.errors import PlanChanged, WarehouseError
 from lattice.ir import Plan, View
 from nightshift.faults import checkpoint
-from warehouse.dialects import Dialect, delta_columns, dialect_for, lit, q
+from warehouse.dialects import Dialect, NewKeyConflict, delta_columns, dialect_for, lit, q
 
 LEDGER = "ns_ledger"
 
@@ -34,6 +34,20 @@ class LedgerRow:
     plan: str
     position: str  # the last batch the summary tables reflect after this row
     stats: dict
+
+
+@dataclass(frozen=True)
+class RefreshHints:
+    """What is known about a night's changes (paper 001, 4.3), from its manifest and nightshift.toml.
+
+    insert_only: the batch deletes no row of any table (every delta COUNT(*) is positive).
+    new_keys: views declared in [refresh] new_keys: every summary-delta group is new every night.
+    optimize: False refreshes every table by the plain Figure 8 path (NIGHTSHIFT_REFRESH_OPT=0).
+    """
+
+    insert_only: bool = False
+    new_keys: frozenset[str] = frozenset()
+    optimize: bool = True
 
 
 def mask(url: str) -> str:
@@ -112,7 +126,7 @@ class Warehouse:
     # ---------------------------------------------------------------- summary tables
     def storage_name(self, view: View) -> str:
         """The storage table's name as the warehouse spells it (unquoted)."""
-        return self.dialect.fold(view, view.name) + "__ns"
+        return self.dialect.storage_name(view)
 
     def sql_name(self, view: View, name: str) -> str:
         """A quoted identifier for a column of `view` (or the view itself) as named in the warehouse."""
@@ -146,6 +160,7 @@ class Warehouse:
         deltas: dict[str, tuple[list[Path], str]],
         expected_position: str,
         progress: Callable[[str], None] = lambda _: None,
+        hints: RefreshHints = RefreshHints(),
     ) -> dict | None:
         """Apply every summary-delta of `batch` plus its ledger row in one transaction.
 
@@ -174,11 +189,12 @@ class Warehouse:
             for i, view in enumerate(plan.views, 1):
                 t1 = time.perf_counter()
                 files, prefix = deltas[view.name]
-                stats[view.name] = self._refresh_view(conn, view, files, prefix, batch)
+                stats[view.name] = self._refresh_view(conn, view, files, prefix, batch, hints)
                 stats[view.name]["seconds"] = round(time.perf_counter() - t1, 3)
                 progress(
                     f"refresh {batch}: [{i}/{len(plan.views)}] {view.name}: +{stats[view.name]['inserted']} "
-                    f"~{stats[view.name]['updated']} -{stats[view.name]['deleted']} in {stats[view.name]['seconds']:.2f}s"
+                    f"~{stats[view.name]['updated']} -{stats[view.name]['deleted']} in {stats[view.name]['seconds']:.2f}s "
+                    f"({stats[view.name]['path']}: {stats[view.name]['why']})"
                 )
                 checkpoint(f"refresh:after_merge:{view.name}")
             stats["_seconds"] = round(time.perf_counter() - t0, 3)
@@ -186,18 +202,66 @@ class Warehouse:
             checkpoint("refresh:before_commit")
         return stats
 
-    def _refresh_view(self, conn, view: View, files: list[Path], prefix: str, batch: str) -> dict:
+    def _refresh_view(self, conn, view: View, files: list[Path], prefix: str, batch: str, hints: RefreshHints) -> dict:
         if not files:
-            return {"delta_rows": 0, "inserted": 0, "updated": 0, "deleted": 0}
-        columns = [(prefix + c, self.dialect.fold(view, c), t) for c, t in delta_columns(view)]
-        self.dialect.stage_parquet(conn, "__ns_delta", files, columns)
-        inserted, updated, deleted, broken = self.dialect.merge_delta(conn, view, "__ns_delta")
+            return {"delta_rows": 0, "inserted": 0, "updated": 0, "deleted": 0, "path": "none", "why": "no summary-delta rows"}
+        d = self.dialect
+        d.stage_parquet(conn, "__ns_delta", files, d.staging(view, delta_columns(view), prefix))
+        path, why, positive = self._choose_path(conn, view, batch, hints)
+        exact = {"minmax_exact_groups": d.exact_minmax_groups(conn, "__ns_delta")} if view.has_min_max else {}
+        if path == "new_keys":
+            try:
+                d.insert_new_keys(conn, view, "__ns_delta")
+                return {"delta_rows": positive, "inserted": positive, "updated": 0, "deleted": 0, "path": path, "why": why,
+                        **exact}
+            except NewKeyConflict as e:
+                if view.name in hints.new_keys:
+                    raise self._violated(view, batch, f"the unique index rejected one ({e})") from None
+                path, why = "insert_only", "a speculative new-key insert met an existing group; merged instead"
+        inserted, updated, deleted, broken = d.merge_delta(conn, view, "__ns_delta", insert_only=path == "insert_only")
         if broken:
             raise WarehouseError(
                 f"refresh {batch}: view {view.name}: {broken} summary-delta group(s) remove rows from groups the summary "
                 f"table does not hold; the summary table is out of sync with the base: run nightshift materialize"
             )
-        return {"delta_rows": inserted + updated + deleted, "inserted": inserted, "updated": updated, "deleted": deleted}
+        return {"delta_rows": inserted + updated + deleted, "inserted": inserted, "updated": updated, "deleted": deleted,
+                "path": path, "why": why, **exact}
+
+    def _choose_path(self, conn, view: View, batch: str, hints: RefreshHints) -> tuple[str, str, int]:
+        """Paper 001, 4.3, per summary table per night: (path, why, delta rows with COUNT(*) > 0).
+
+        new_keys     every delta group is new: INSERT without looking the summary table up. Detected
+                     by the min-key check (DuckDB), declared in [refresh] new_keys and verified, or
+                     tried first on insert-only nights (PostgreSQL: its unique index checks the insert).
+        insert_only  the batch deletes nothing: no delete, no MIN/MAX-recompute path.
+        merge        Figure 8 in full.
+        """
+        if not hints.optimize:
+            return "merge", "refresh optimizations off (NIGHTSHIFT_REFRESH_OPT=0)", 0
+        d, declared = self.dialect, view.name in hints.new_keys
+        rows, positive, negative, proof = d.delta_profile(conn, view, "__ns_delta")
+        if declared and negative:
+            raise self._violated(view, batch, f"{negative} group(s) lose rows, so they are not new")
+        if proof and not negative:
+            return "new_keys", f"detected: every delta {proof} lies outside the summary table's range", positive
+        if declared and d.min_key_check:
+            found, example = d.existing_groups(conn, view, "__ns_delta")
+            if found:
+                raise self._violated(view, batch, f"{found} group(s) are already in the summary table, e.g. {example}")
+            return "new_keys", "declared in [refresh] new_keys; verified: no delta group is in the summary table", positive
+        if declared:
+            return "new_keys", "declared in [refresh] new_keys; checked by the unique index", positive
+        if hints.insert_only and not d.min_key_check and rows == positive:
+            return "new_keys", "insert-only night: tried as new keys first (the unique index checks every insert)", positive
+        if hints.insert_only:
+            return "insert_only", "the batch deletes no rows", positive
+        return "merge", "the batch deletes rows", positive
+
+    def _violated(self, view: View, batch: str, what: str) -> WarehouseError:
+        return WarehouseError(
+            f"refresh {batch}: view {view.name}: nightshift.toml [refresh] new_keys declares every summary-delta group "
+            f"new, but {what}; nothing of batch {batch} was applied. Remove {view.name} from new_keys or fix the batch"
+        )
 
     # ---------------------------------------------------------------- reading
     def read_view(self, view: View) -> list[tuple]:
