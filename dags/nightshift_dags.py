@@ -135,6 +135,13 @@ def build_dag(root: Path) -> DAG:
 
         @task(outlets=[published])
         def publish(batch: str, *, outlet_events=None) -> str:
+            """published_at in the ledger (refused unless validate passed), then the asset event."""
+            from nightshift.cycle import Cycle
+
+            cycle = Cycle(load_project(root))
+            r = cycle.publish(batch)
+            cycle.close()
+            print(f"publish {batch}: " + (f"skipped ({r.skipped})" if r.skipped else f"published at {r.details['published_at']}"))
             outlet_events[published].extra = {"batch_id": batch, "project": str(root)}
             return batch
 

@@ -81,6 +81,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--recompute", action="store_true", help="also compare every served view with a full DuckDB "
                    "recompute from the base tables (reads everything: slow on large tables)")
     cmd("run", _run, "The whole nightly cycle of one batch: propagate, refresh, apply-base.", batch=True)
+    cmd("publish", _step("publish"), "Mark a validated night published in the ledger (published_at; the Airflow DAG's "
+        "publish task does this and emits its asset event). Refused until nightshift validate passed.", batch=True)
     c = cmd("verify", _verify, "Compare every served view with a from-scratch recompute (DuckDB and/or Spark).")
     c.add_argument("--engine", choices=["duckdb", "spark", "both"], default="duckdb")
     c = cmd("status", _status, "Show applied batches (ledger and lake) and pending batches.")
@@ -253,7 +255,7 @@ def _status(args) -> int:
     print(f"pending batches: {', '.join(pending) or 'none'}")
     last = next((r for r in reversed(ledger) if r.kind == "batch"), None)
     if last:  # how each summary table was refreshed (paper 001, 4.3)
-        print(f"last refresh ({last.batch_id}):")
+        print(f"last refresh ({last.batch_id}): validated {last.validated_at or 'no'}; published {last.published_at or 'no'}")
         for view, s in last.stats.items():
             if isinstance(s, dict) and "path" in s:
                 exact = f", {s['minmax_exact_groups']} exact MIN/MAX group(s)" if "minmax_exact_groups" in s else ""

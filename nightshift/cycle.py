@@ -199,6 +199,15 @@ class Cycle:
         details = apply_base(self.spark, self.plan, self.lake, batch, state, info, self.progress)
         return StepResult("apply-base", batch, seconds=time.perf_counter() - t0, details=details)
 
+    def publish(self, batch: str) -> StepResult:
+        """Mark a refreshed, validated night published in the ledger (after nightshift validate; the
+        DAG's publish task also emits its Airflow asset event). Safe to rerun: the first stamp stays."""
+        t0 = time.perf_counter()
+        at, newly = self.warehouse.publish(batch)
+        if not newly:
+            return StepResult("publish", batch, skipped=f"batch {batch} was published at {at}")
+        return StepResult("publish", batch, seconds=time.perf_counter() - t0, details={"published_at": at})
+
     def run(self, batch: str) -> list[StepResult]:
         results = []
         for step in (self.propagate, self.refresh, self.apply_base):

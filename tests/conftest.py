@@ -15,7 +15,9 @@ os.environ.setdefault("NIGHTSHIFT_SHUFFLE_PARTITIONS", "1")
 # Tiny data: Spark's per-stage costs dominate; interpreted expressions skip the Janino compiles.
 os.environ.setdefault(
     "NIGHTSHIFT_SPARK_CONF",
-    "spark.sql.adaptive.enabled=false;spark.sql.codegen.wholeStage=false;spark.sql.codegen.factoryMode=NO_CODEGEN",
+    "spark.sql.adaptive.enabled=false;spark.sql.codegen.wholeStage=false;spark.sql.codegen.factoryMode=NO_CODEGEN;"
+    # one session runs thousands of queries: keep the status store (plans of finished queries) small
+    "spark.sql.ui.retainedExecutions=50;spark.ui.retainedJobs=100;spark.ui.retainedStages=100;spark.ui.retainedTasks=1000",
 )
 os.environ.setdefault("NIGHTSHIFT_DRIVER_MEMORY", "2g")
 

@@ -4,7 +4,8 @@
 
 SPEC: {"runs": [{"label", "day" (logical date = today + day), "conf" (trigger conf; "gate_in" /
 "closes_in" seconds become gate_at / window_closes_at from now), "env" (set during the run),
-"mark_success" (regex of task ids marked success instead of run)}]}. OUT: import errors, DAG ids,
+"mark_success" (regex of task ids marked success instead of run), "before_sql" (statements run on the
+project's warehouse before the run, e.g. to corrupt a summary table)}]}. OUT: import errors, DAG ids,
 parse time, task graph, and per run its state, its tasks (state, tries, start, end), asset events,
 rendered fields.
 """
@@ -53,6 +54,15 @@ def one_run(dag, run: dict) -> dict:
     conf = dict(run.get("conf", {}))
     conf.setdefault("gate_at", now.add(seconds=conf.pop("gate_in", 0)).isoformat())
     conf.setdefault("window_closes_at", now.add(seconds=conf.pop("closes_in", 7200)).isoformat())
+    if run.get("before_sql"):
+        from nightshift.config import load_project
+        from nightshift.cycle import Cycle
+
+        cycle = Cycle(load_project(os.environ["NIGHTSHIFT_PROJECTS"]), progress=lambda _: None)
+        with cycle.warehouse.engine.begin() as c:
+            for statement in run["before_sql"]:
+                c.exec_driver_sql(statement)
+        cycle.close()
     saved = {k: os.environ.get(k) for k in run.get("env", {})}
     os.environ.update(run.get("env", {}))
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from sqlalchemy.engine import make_url
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMANDS = ["init", "plan", "materialize", "propagate", "refresh", "apply-base", "validate", "run", "verify", "status", "demo"]
@@ -83,13 +85,40 @@ def test_airflow_connection_project_needs_a_url_outside_airflow(tmp_path):
 
 
 def test_compose_file_is_valid_yaml_with_its_services():
+    """No Docker engine here: the compose file must parse, and its paths, names and URLs agree with each
+    other and with the repository (what `docker compose config` plus a first `up` would catch)."""
     compose = yaml.safe_load((ROOT / "docker" / "docker-compose.yml").read_text())
-    assert {"postgres", "spark-master", "spark-worker", "airflow"} <= set(compose["services"])
-    build = compose["x-nightshift"]["build"]
+    services = compose["services"]
+    assert {"postgres", "spark-master", "spark-worker", "airflow"} <= set(services)
+    shared = compose["x-nightshift"]
+    build = shared["build"]
     assert (ROOT / "docker" / build["context"] / build["dockerfile"]).is_file()
     dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
     for copied in ("requirements.txt", "requirements.lock", "pyproject.toml"):
         assert copied in dockerfile and (ROOT / copied).is_file()
+    ignored = (ROOT / ".dockerignore").read_text().split()  # the build context is the repo: never the venv
+    assert {".venv/", "demo-project/", ".git/"} <= set(ignored)
+    for name in ("spark-master", "spark-worker", "airflow"):  # the anchor reached every nightshift service
+        assert services[name]["volumes"] == shared["volumes"] and services[name]["environment"] == shared["environment"]
+    env = shared["environment"]
+    project = next(v.split(":")[1] for v in shared["volumes"] if v.split(":")[0] == "../demo-project")
+    assert env["NIGHTSHIFT_PROJECTS"] == project  # the DAG factory looks where the project is mounted
+    assert env["AIRFLOW__CORE__DAGS_FOLDER"] == "/opt/nightshift/dags" and "WORKDIR /opt/nightshift" in dockerfile
+    assert env["AIRFLOW__API_AUTH__JWT_SECRET"] and env["AIRFLOW__API__SECRET_KEY"]
+    spark = json.loads(env["AIRFLOW_CONN_SPARK_DEFAULT"])  # the DAG's spark-submit reaches the master
+    master = services["spark-master"]["entrypoint"]
+    assert spark["host"] == f"spark://{master[master.index('--host') + 1]}"
+    assert str(spark["port"]) == master[master.index("--port") + 1]
+    assert f"{spark['host']}:{spark['port']}" in services["spark-worker"]["entrypoint"]
+    init = (ROOT / "docker" / "init-warehouse.sql").read_text()  # the warehouse URL's role and database exist
+    wh = make_url(env["NIGHTSHIFT_WAREHOUSE_URL"])
+    assert (wh.host, wh.drivername) == ("postgres", "postgresql+psycopg")
+    assert f"CREATE USER {wh.username} WITH PASSWORD '{wh.password}'" in init
+    assert f"CREATE DATABASE {wh.database} OWNER {wh.username}" in init
+    meta = make_url(env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"])
+    pg = services["postgres"]["environment"]
+    assert (meta.username, meta.password, meta.database) == (pg["POSTGRES_USER"], pg["POSTGRES_PASSWORD"], pg["POSTGRES_DB"])
+    assert "./init-warehouse.sql:/docker-entrypoint-initdb.d/init-warehouse.sql:ro" in services["postgres"]["volumes"]
 
 
 def test_requirements_pin_the_card_packages():

@@ -112,8 +112,11 @@ def test_dag_nights_reruns_order_and_window(tmp_path):
     3. clear and rerun only refresh of night 1: skipped (in the ledger);
     4. clear and rerun the whole of night 1: every step skips, same state;
     5. the window gate alone with the window 8 s away: it waits (deferred) until then;
-    6. night 2 in order: success;
-    7. night 3 after its window closed: refresh refuses to start, the tables stay at night 2.
+    6. night 2 in order, up to apply_base (validate and publish marked done without running);
+    7. night 2's validate with a summary table corrupted: validate fails, publish does not run, nothing
+       is published (no asset event, no published_at);
+    8. the corruption undone, validate and publish of night 2 again: published;
+    9. night 3 after its window closed: refresh refuses to start, the tables stay at night 2.
     After all of it the warehouse equals recomputation and the ledger holds each night once."""
     project = tmp_path / "retail"
     b = init_project(project, "retail", rows=3000, nights=2)
@@ -124,7 +127,11 @@ def test_dag_nights_reruns_order_and_window(tmp_path):
         {"label": "rerun_refresh", "day": 0, "conf": {"batch_id": b[0]}, "mark_success": "(?!refresh$).*"},
         {"label": "rerun_whole", "day": 0, "conf": {"batch_id": b[0]}},
         {"label": "gate", "day": 1, "conf": {"batch_id": b[1], "gate_in": 8}, "mark_success": "(?!window_gate$).*"},
-        {"label": "night_2", "day": 1, "conf": {"batch_id": b[1]}},
+        {"label": "night_2", "day": 1, "conf": {"batch_id": b[1]}, "mark_success": "validate|publish"},
+        {"label": "corrupted", "day": 1, "conf": {"batch_id": b[1]}, "mark_success": "(?!validate$|publish$).*",
+         "before_sql": [f'UPDATE "sR_sales__ns" SET "_ns_count" = -"_ns_count"']},
+        {"label": "undone", "day": 1, "conf": {"batch_id": b[1]}, "mark_success": "(?!validate$|publish$).*",
+         "before_sql": [f'UPDATE "sR_sales__ns" SET "_ns_count" = -"_ns_count"']},
         {"label": "late", "day": 2, "conf": {"batch_id": b[2], "closes_in": -60},
          "mark_success": "wait_for_batch|propagate_level_.*"},
     ]
@@ -155,7 +162,14 @@ def test_dag_nights_reruns_order_and_window(tmp_path):
     night_2 = run["night_2"]
     assert night_2["state"] == "success", (states(night_2), log[-4000:])
     assert stamp(night_2["tasks"]["refresh"]["start"]) >= stamp(night_2["conf"]["gate_at"])
-    assert night_2["asset_events"] == [{"batch_id": b[1], "project": str(project)}]
+
+    bad = run["corrupted"]
+    assert bad["state"] == "failed" and states(bad)["validate"] == "failed", (states(bad), log[-4000:])
+    assert states(bad)["publish"] == "upstream_failed" and bad["asset_events"] == []
+    assert bad["tasks"]["validate"]["tries"] == 1  # wrong data is not retried: on-call is paged
+    assert f"batch {b[1]}: summary table sR_sales (sR_sales__ns): check count_star_positive failed" in log
+    assert run["undone"]["state"] == "success", (states(run["undone"]), log[-4000:])
+    assert run["undone"]["asset_events"] == [{"batch_id": b[1], "project": str(project)}]
 
     late = states(run["late"])
     assert run["late"]["state"] == "failed" and late["refresh"] == "failed" and late["apply_base"] == "upstream_failed"
@@ -164,8 +178,9 @@ def test_dag_nights_reruns_order_and_window(tmp_path):
 
     cycle = Cycle(load_project(project), progress=lambda _: None)
     assert [cycle.status(x) for x in b] == ["done", "done", "pending"]
-    nights = [row.batch_id for row in cycle.warehouse.ledger() if row.kind == "batch"]
-    assert nights == [b[0], b[1]]
+    nights = [row for row in cycle.warehouse.ledger() if row.kind == "batch"]
+    assert [row.batch_id for row in nights] == [b[0], b[1]]
+    assert all(row.validated_at and row.published_at for row in nights)  # both published, by their publish tasks
     assert check_all(cycle.plan, cycle.lake, cycle.warehouse.read_view) == []
     cycle.close()
 

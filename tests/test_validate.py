@@ -9,6 +9,7 @@ docs, which must show the failing expectation.
 from __future__ import annotations
 
 import datetime as dt
+import re
 import shutil
 from decimal import Decimal
 from pathlib import Path
@@ -312,9 +313,17 @@ def test_cli_validate_exit_codes(project, capsys):
 
     toml = project / "nightshift.toml"
     toml.write_text(toml.read_text() + "[validate]\nkeep_results = 1\n")
+    assert main(["publish", "--project", str(project), "--batch", BATCH]) == 1  # publish follows validation only
+    assert f"publish {BATCH}: batch {BATCH} has not passed validation" in capsys.readouterr().err
     assert main(["validate", "--project", str(project), "--batch", BATCH, "--recompute"]) == 0
     out = capsys.readouterr().out
     assert f"validated batch {BATCH}" in out and "data docs:" in out and "ok: 7 summary table(s)" in out
+    assert main(["publish", "--project", str(project), "--batch", BATCH]) == 0
+    assert f"publish {BATCH}: done" in capsys.readouterr().out
+    assert main(["publish", "--project", str(project), "--batch", BATCH]) == 0  # a rerun keeps the first stamp
+    assert f"publish {BATCH}: skipped (batch {BATCH} was published at" in capsys.readouterr().out
+    assert main(["status", "--project", str(project)]) == 0
+    assert re.search(rf"last refresh \({BATCH}\): validated \d{{4}}-.*; published \d{{4}}-", capsys.readouterr().out)
     first = {p.parent.name for p in (project / "gx" / "validations").rglob("*.json")}
     assert len(first) == 1
     corrupt(project, "UPDATE \"sR_sales__ns\" SET _ns_count = 0 WHERE region = 'south'")

@@ -34,6 +34,8 @@ class LedgerRow:
     plan: str
     position: str  # the last batch the summary tables reflect after this row
     stats: dict
+    validated_at: str | None = None  # nightshift validate passed (no critical failure)
+    published_at: str | None = None  # nightshift publish (the DAG's publish task) after validate
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,11 @@ class RefreshHints:
     insert_only: bool = False
     new_keys: frozenset[str] = frozenset()
     optimize: bool = True
+
+
+def _stamp(value) -> str | None:
+    """A ledger timestamp as ISO text (DuckDB and PostgreSQL return datetime)."""
+    return None if value is None else (value.isoformat(sep=" ", timespec="seconds") if hasattr(value, "isoformat") else str(value))
 
 
 def mask(url: str) -> str:
@@ -103,9 +110,33 @@ class Warehouse:
         if not self._has_table(conn, LEDGER):
             return []
         rows = conn.exec_driver_sql(
-            f"SELECT seq, batch_id, kind, plan, position, stats FROM {q(LEDGER)} ORDER BY seq"
+            f"SELECT seq, batch_id, kind, plan, position, stats, validated_at, published_at FROM {q(LEDGER)} ORDER BY seq"
         ).fetchall()
-        return [LedgerRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5] or "{}")) for r in rows]
+        return [LedgerRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5] or "{}"), _stamp(r[6]), _stamp(r[7])) for r in rows]
+
+    def publish(self, batch: str) -> tuple[str, bool]:
+        """Mark night `batch` published in its ledger row: the last step of the nightly cycle, after
+        validate passed (DESIGN: publish follows validation). Returns (published_at, newly): a rerun
+        keeps the first stamp and changes nothing. A night that is not refreshed, or whose last
+        validation did not pass, is refused."""
+        with self.engine.begin() as conn:
+            row = None
+            if self._has_table(conn, LEDGER):
+                row = conn.exec_driver_sql(
+                    f"SELECT seq, validated_at, published_at FROM {q(LEDGER)} WHERE batch_id = {lit(batch)} "
+                    f"AND kind = 'batch' ORDER BY seq DESC"
+                ).first()
+            if row is None:
+                raise WarehouseError(f"publish {batch}: batch {batch} is not in the ledger of {mask(self.url)}; "
+                                     f"run nightshift run --batch {batch}, then nightshift validate --batch {batch}")
+            if row[2] is not None:
+                return _stamp(row[2]), False
+            if row[1] is None:
+                raise WarehouseError(f"publish {batch}: batch {batch} has not passed validation (validated_at is empty); "
+                                     f"run nightshift validate --batch {batch} and fix what it reports first")
+            conn.exec_driver_sql(f"UPDATE {q(LEDGER)} SET published_at = CURRENT_TIMESTAMP WHERE seq = {int(row[0])}")
+            stamp = conn.exec_driver_sql(f"SELECT published_at FROM {q(LEDGER)} WHERE seq = {int(row[0])}").scalar()
+        return _stamp(stamp), True
 
     def position(self, conn=None) -> LedgerRow | None:
         rows = self.ledger(conn)
