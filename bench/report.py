@@ -268,11 +268,14 @@ def _panel(ax, rows: list[dict], x: str, title: str) -> None:
     for label, value, style in LINES:
         ax.plot(xs, [value(r) for r in rows], label=label, lw=1.6, ms=6, **style)
     ax.set_yscale("log")
-    ax.set_xlabel("changes (rows)" if x == "changes" else "pos (rows)")
+    if xs and min(xs) > 0 and max(xs) / min(xs) > 20:  # e.g. pos 100K .. 10M: the small sizes stay apart
+        ax.set_xscale("log")
+    ax.set_xlabel(("changes (rows)" if x == "changes" else "pos (rows)") + (", log scale" if ax.get_xscale() == "log" else ""))
     ax.set_ylabel("elapsed seconds (log scale)")
     ax.set_title(title, fontsize=11)
     ax.grid(True, which="both", alpha=0.3)
     ax.xaxis.set_major_formatter(lambda v, _: f"{v / 1000:g}K" if v < 1e6 else f"{v / 1e6:g}M")
+    ax.xaxis.set_minor_formatter(lambda v, _: "")
 
 
 def _legend(fig, axes) -> None:

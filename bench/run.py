@@ -24,8 +24,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 KINDS = {"update": "update-generating", "insert": "insertion-generating"}
-FULL = dict(pos_sweep="100000,250000,500000,1000000,2000000", fixed_pos=500_000, change_sweep="1000,2500,5000,10000",
-            large_pos=2_000_000, large_fractions="0.001,0.005,0.01", fixed_changes=10_000)
+FULL = dict(pos_sweep="100000,250000,500000,1000000,10000000", fixed_pos=500_000, change_sweep="1000,2500,5000,10000",
+            large_pos=10_000_000, large_fractions="0.001,0.005,0.01", fixed_changes=10_000)
 QUICK = dict(pos_sweep="20000,50000", fixed_pos=50_000, change_sweep="1000,2000", large_pos=0,
              large_fractions="0.01", fixed_changes=2_000)
 
