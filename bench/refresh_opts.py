@@ -1,8 +1,8 @@
 """Refresh optimizations (paper 001, 4.3) and pre-aggregation (4.1.3), each with vs without, side by side.
 
-    .venv/bin/python -m bench.refresh_opts [--rows 1000000] [--changes 10000,100000] [--repeat 3] [--pg URL]
+    .venv/bin/python -m bench.refresh_opts [--rows 1000000,10000000] [--changes 10000,100000] [--repeat 3] [--pg URL]
 
-Builds the retail example (Figure 1's four views) at --rows pos rows and, from that same base, one
+Builds the retail example (Figure 1's four views) at each --rows size of pos and, from that same base, one
 alternative night per (kind, size): Section 6's insertion-generating changes (inserts for a new date,
 existing stores and items) and update-generating changes (as many deletes of existing rows as
 inserts over existing dates, stores and items). Each night is propagated with pre-aggregation on and
@@ -32,23 +32,31 @@ SCHEMA = "ns_bench_refresh_opts"
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.refresh_opts", description=__doc__.split("\n\n")[0])
-    p.add_argument("--rows", type=int, default=1_000_000)
+    p.add_argument("--rows", default="1000000,10000000", help="pos rows of each base (one section of the report each)")
     p.add_argument("--changes", default="10000,100000", help="change rows of each night")
     p.add_argument("--repeat", type=int, default=3, help="refreshes per variant (the median is reported)")
     p.add_argument("--pg", default=os.environ.get("NIGHTSHIFT_BENCH_PG_URL", PG_URL), help="PostgreSQL SQLAlchemy URL")
     p.add_argument("--out", default=str(HERE / "REFRESH.md"))
     args = p.parse_args(argv)
     sizes = [int(x) for x in args.changes.split(",")]
+    t0, load_start = time.perf_counter(), os.getloadavg()
+    sections = [one_base(args, int(pos), sizes) for pos in args.rows.split(",") if pos]
+    write_report(Path(args.out), args, sections, (load_start, os.getloadavg(), time.perf_counter() - t0))
+    print(f"wrote {args.out}")
+    return 0
 
+
+def one_base(args, pos: int, sizes: list[int]) -> tuple[int, list[dict], dict]:
+    """(pos rows, one result per alternative night, summary table sizes) of one base size."""
     from nightshift.config import load_project
     from nightshift.cycle import Cycle
     from nightshift.example import RetailGenerator, init_project
 
-    root = HERE / "out" / f"refresh-opts-{args.rows}"
+    root = HERE / "out" / f"refresh-opts-{pos}"
     shutil.rmtree(root, ignore_errors=True)
     init_project(root, None, 0)
     gen = RetailGenerator(seed=42)
-    first = gen.write(root / "lake", args.rows, 0)[0]
+    first = gen.write(root / "lake", pos, 0)[0]
     log = lambda m: print(m, flush=True)  # noqa: E731
     duck = Cycle(load_project(root), progress=log)
     duck.run(first)
@@ -64,12 +72,15 @@ def main(argv: list[str] | None = None) -> int:
     for kind in ("insertion", "update"):
         for n in sizes:
             rows.append(run_night(root, duck, warehouses, gen, kind, n, args.repeat))
-    sizes_now = {v.name: len(duck.warehouse.read_view(v)) for v in duck.plan.views}
-    write_report(Path(args.out), args, rows, sizes_now)
+    sizes_now = {v.name: _rows(duck, v) for v in duck.plan.views}
     duck.close()
     pg.close()
-    print(f"wrote {args.out}")
-    return 0
+    return pos, rows, sizes_now
+
+
+def _rows(cycle, view) -> int:
+    with cycle.warehouse.engine.connect() as c:
+        return int(c.exec_driver_sql(f"SELECT COUNT(*) FROM {cycle.warehouse.dialect.table(view)}").scalar())
 
 
 def run_night(root: Path, duck, warehouses: dict, gen, kind: str, n: int, repeat: int) -> dict:
@@ -185,25 +196,32 @@ def _pg_exec(url: str, *statements: str) -> None:
     engine.dispose()
 
 
-def write_report(out: Path, args, rows: list[dict], sizes: dict) -> None:
+def write_report(out: Path, args, sections: list[tuple[int, list[dict], dict]], run: tuple) -> None:
     import duckdb
     import psycopg
 
     cmd = "python -m bench.refresh_opts " + " ".join(sys.argv[1:])
-    views = list(rows[0]["refresh"][("duckdb", "on")]["views"])
+    load = lambda a: " / ".join(f"{x:.1f}" for x in a)  # noqa: E731
     lines = [
         "# Refresh optimizations (paper 001, 4.3) and pre-aggregation (4.1.3), with vs without (bench/refresh_opts.py)",
         "",
         f"Command: `.venv/bin/{cmd.strip()}` (from the repository root; PostgreSQL at {args.pg.split('@')[-1]}). "
-        f"Machine: {platform.machine()}, {os.cpu_count()} cores shared with other work, Python "
-        f"{platform.python_version()}, DuckDB {duckdb.__version__}, psycopg {psycopg.__version__}. Retail example "
-        f"(Figure 1's four views), {args.rows:,} pos rows; summary tables: "
-        + ", ".join(f"{v} {n:,} rows" for v, n in sizes.items()) + ". Every night is an alternative to the others "
-        "(same base, never applied). Refresh: median of "
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, DuckDB "
+        f"{duckdb.__version__}, psycopg {psycopg.__version__}; load average {load(run[0])} at the start, "
+        f"{load(run[1])} at the end (1/5/15 min); whole run {run[2] / 60:.1f} min. Retail example (Figure 1's four "
+        "views). Every night is an alternative to the others (same base, never applied). Refresh: median of "
         f"{args.repeat} runs of the whole transaction up to the commit (rolled back after each run).",
-        "",
-        "## Refresh (the batch window), optimizations off vs on",
-        "",
+    ]
+    for pos, rows, sizes in sections:
+        lines += ["", f"# pos {pos:,} rows", "", "Summary tables: " + ", ".join(f"{v} {n:,} rows" for v, n in sizes.items()) + "."]
+        lines += _section(rows)
+    out.write_text("\n".join(lines) + "\n")
+
+
+def _section(rows: list[dict]) -> list[str]:
+    views = list(rows[0]["refresh"][("duckdb", "on")]["views"])
+    lines = [
+        "", "## Refresh (the batch window), optimizations off vs on", "",
         "| night | change rows | backend | refresh s, off | refresh s, on | on / off | path taken per view (on) |",
         "|---|---|---|---|---|---|---|",
     ]
@@ -241,7 +259,7 @@ def write_report(out: Path, args, rows: list[dict], sizes: dict) -> None:
             pre = "; ".join(f"{v} by {', '.join(c)}" for v, c in p["preaggregated"].items()) or "—"
             exact = ", ".join(f"{v} {n:,}" for v, n in p["exact"].items()) or "—"
             lines.append(f"| {r['kind']} | {r['changes']:,} | {name} | {p['seconds']:.1f} | {pre} | {exact} |")
-    out.write_text("\n".join(lines) + "\n")
+    return lines
 
 
 if __name__ == "__main__":

@@ -53,7 +53,7 @@ def _header(raw: dict) -> list[str]:
         "",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, {_memory()}, Python {platform.python_version()}, "
         f"Spark {pyspark.__version__} local[2], DuckDB {duckdb.__version__} (the warehouse, a DuckDB file); "
-        f"code at `{raw.get('code', 'unknown')}` (`-dirty`: with uncommitted changes in the working tree). "
+        f"code at `{raw.get('code', 'unknown')}`" + (" (`-dirty`: with uncommitted changes in the working tree)" if "dirty" in raw.get("code", "") else "") + ". "
         f"Load average {raw.get('load_start', '?')} at the start, {raw.get('load_end', '?')} at the end"
         + (f": **a shared, loaded machine** (other processes, e.g. other users' Spark jobs, competed for the "
            f"{os.cpu_count()} cores), so absolute times are noisy; the alternatives of one night ran back to back "
