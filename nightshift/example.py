@@ -21,6 +21,7 @@ from lattice.errors import ConfigError
 
 REPO_SQL = Path(__file__).resolve().parent.parent / "sql"
 START = dt.date(2025, 11, 1)
+EPOCH = dt.date(1970, 1, 1)
 REGIONS = ["north", "south", "east", "west", "central"]
 CATEGORIES = ["produce", "dairy", "bakery", "meat", "frozen", "snacks", "drinks", "household", "toys", "garden"]
 
@@ -141,11 +142,14 @@ class RetailGenerator:
         r = self.rng
         qty = r.integers(1, 20, n).astype("float64")
         qty[r.random(n) < 0.01] = np.nan  # NULL measures
+        days = r.integers(first_day, last_day, n).astype("int32") + np.int32((START - EPOCH).days)
+        cents = r.integers(99, 9999, n).astype("int32")
+        # Arrow-backed date32 and decimal(10,2) columns: no Python object per row (pos 100M fits in memory)
         return pd.DataFrame(
             {"storeID": self._ids(n, len(self.stores)), "itemID": self._ids(n, len(self.items)),
-             "date": [START + dt.timedelta(days=int(d)) for d in r.integers(first_day, last_day, n)],
+             "date": pd.arrays.ArrowExtensionArray(pa.array(days).cast(pa.date32())),
              "qty": pd.array(qty, dtype="Int32"),
-             "price": [_money(p) for p in r.integers(99, 9999, n)]}
+             "price": pd.arrays.ArrowExtensionArray(pa.array(cents).cast(pa.decimal128(10, 0)).view(pa.decimal128(10, 2)))}
         )
 
     def _ids(self, n: int, upper: int) -> np.ndarray:
