@@ -188,7 +188,7 @@ def report(raw: dict) -> str:
         "# propagate and apply-base: local vs a Spark standalone cluster",
         "",
         f"`.venv/bin/{cmd}` on {os.cpu_count()} cores, Python {platform.python_version()}, Spark {pyspark.__version__}; "
-        f"load average {raw['load_start']} at the start, {raw['load_end']} at the end (the machine is shared).",
+        f"load average {raw['load_start']} at the start, {raw['load_end']} at the end.",
         "",
         f"Base: {raw['pos']:,} `pos` rows (100 stores, 1000 items, 365 days), loaded and materialized once with "
         f"local[{raw['cores']}] in {raw['setup_seconds']:.0f}s. One night of {raw['runs'][0]['change_rows']:,} change rows "
