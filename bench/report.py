@@ -66,9 +66,10 @@ def _header(raw: dict) -> list[str]:
         f"Data (nightshift/example.py, seed {a['seed']}, skew {a['skew']}): Appendix A's shape, 100 stores, "
         f"1000 items, dates over 365 days; one project per base size (its first batch applied to the lake's base and "
         f"materialized along the lattice; pos rows and seconds: {builds}), "
-        f"then one night per point. Sweeps: Figure 10(a)/(c) pos {a['fixed_pos']:,}, changes {a['change_sweep']}; "
-        f"Figure 10(b)/(d) changes {a['fixed_changes']:,}, pos {a['pos_sweep']}"
-        + (f"; larger pos {a['large_pos']:,} with changes {a['large_fractions']} of it" if a["large_pos"] else "") + ".",
+        f"then one night per point. Sweeps: " + "; ".join(
+            ([f"Figure 10(a)/(c) pos {a['fixed_pos']:,}, changes {a['change_sweep']}"] if a["change_sweep"] else [])
+            + ([f"Figure 10(b)/(d) changes {a['fixed_changes']:,}, pos {a['pos_sweep']}"] if a["pos_sweep"] else [])
+            + ([f"larger pos {a['large_pos']:,} with changes {a['large_fractions']} of it"] if a["large_pos"] else [])) + ".",
         "",
     ] + _scaled_down(a)
 
@@ -83,8 +84,7 @@ def _scaled_down(a: dict) -> list[str]:
     changed = [f"{k.replace('_', '-')} {a[k]} (default {v})" for k, v in FULL.items() if str(a[k]) != str(v)]
     if not changed:
         return []
-    return [f"**Scaled down** from the defaults of `make bench`: {'; '.join(changed)}. The defaults (up to pos "
-            "2M, 20 nights) did not fit the time this run had on the loaded machine.", ""]
+    return [f"**Other sizes** than the defaults of `make bench`: {'; '.join(changed)}.", ""]
 
 
 def _loaded(raw: dict) -> bool:
@@ -243,14 +243,15 @@ def _plot(nights: list[dict], args: dict, folder: Path) -> list[tuple[str, Path]
 
     out = []
     panels = [("a", "update", "changes"), ("b", "update", "pos"), ("c", "insert", "changes"), ("d", "insert", "pos")]
-    fig, axes = plt.subplots(2, 2, figsize=(13, 10))
-    for ax, (letter, kind, x) in zip(axes.flat, panels):
-        sweep = "a" if x == "changes" else "b"
-        rows = sorted((r for r in nights if r["kind"] == kind and sweep in r["sweeps"]), key=lambda r: r[x])
-        fixed = f"pos {args['fixed_pos']:,}" if x == "changes" else f"changes {args['fixed_changes']:,}"
-        _panel(ax, rows, x, f"({letter}) {KIND[kind]}, {fixed}")
-    _legend(fig, axes)
-    out.append(("Figure 10 (a)-(d)", _save(fig, folder / "figure10.png")))
+    if any(s in r["sweeps"] for r in nights for s in ("a", "b")):
+        fig, axes = plt.subplots(2, 2, figsize=(13, 10))
+        for ax, (letter, kind, x) in zip(axes.flat, panels):
+            sweep = "a" if x == "changes" else "b"
+            rows = sorted((r for r in nights if r["kind"] == kind and sweep in r["sweeps"]), key=lambda r: r[x])
+            fixed = f"pos {args['fixed_pos']:,}" if x == "changes" else f"changes {args['fixed_changes']:,}"
+            _panel(ax, rows, x, f"({letter}) {KIND[kind]}, {fixed}")
+        _legend(fig, axes)
+        out.append(("Figure 10 (a)-(d)", _save(fig, folder / "figure10.png")))
     large = [r for r in nights if "large" in r["sweeps"]]
     if large:
         kinds = [k for k in KIND if any(r["kind"] == k for r in large)]
