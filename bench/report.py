@@ -136,7 +136,7 @@ def _headline(nights: list[dict]) -> list[str]:
 
 
 def _fmt(x: float) -> str:
-    return f"{x:.3f}" if x < 1 else f"{x:.2f}" if x < 10 else f"{x:.1f}"
+    return f"{x:.2g}" if x < 0.01 else f"{x:.3f}" if x < 1 else f"{x:.2f}" if x < 10 else f"{x:.1f}"
 
 
 def _night_table(nights: list[dict]) -> list[str]:
