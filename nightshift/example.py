@@ -142,11 +142,12 @@ class RetailGenerator:
         r = self.rng
         qty = r.integers(1, 20, n).astype("float64")
         qty[r.random(n) < 0.01] = np.nan  # NULL measures
+        stores, items = self._ids(n, len(self.stores)), self._ids(n, len(self.items))  # the draws' order of old
         days = r.integers(first_day, last_day, n).astype("int32") + np.int32((START - EPOCH).days)
         cents = r.integers(99, 9999, n).astype("int32")
         # Arrow-backed date32 and decimal(10,2) columns: no Python object per row (pos 100M fits in memory)
         return pd.DataFrame(
-            {"storeID": self._ids(n, len(self.stores)), "itemID": self._ids(n, len(self.items)),
+            {"storeID": stores, "itemID": items,
              "date": pd.arrays.ArrowExtensionArray(pa.array(days).cast(pa.date32())),
              "qty": pd.array(qty, dtype="Int32"),
              "price": pd.arrays.ArrowExtensionArray(pa.array(cents).cast(pa.decimal128(10, 0)).view(pa.decimal128(10, 2)))}
