@@ -32,8 +32,8 @@ from airflow.sdk import DAG, Asset, chain, task
 
 REPO = Path(__file__).resolve().parent.parent
 SUBMIT = str(REPO / "spark_jobs" / "submit.py")
-BATCH = "{{ dag_run.conf.get('batch_id') or ds_nodash }}"
-WINDOW_OPENS = "{{ window_of(dag_run, data_interval_end)[0] }}"
+BATCH = "{{ batch_of(dag_run) }}"
+WINDOW_OPENS = "{{ window_of(dag_run)[0] }}"
 
 
 def _projects() -> list[Path]:
@@ -42,17 +42,33 @@ def _projects() -> list[Path]:
     return [p for p in paths if (p / "nightshift.toml").is_file()]
 
 
-def window_of(window, dag_run, data_interval_end) -> tuple[str, str]:
-    """(opens, closes) of the window a run refreshes in, ISO: conf `gate_at` / `window_closes_at` when
-    given; a scheduled or manual run: the window that opens on the day its data interval ends (the
-    night after the logical date); a backfill: the window open now, else the next one, so a range
-    backfilled from the UI refreshes its nights one by one in real windows (nights that do not fit
-    fail with "window closed" and are rerun in the next window)."""
+def batch_of(dag_run) -> str:
+    """The run's batch id: trigger conf `batch_id`, else its logical date as YYYYMMDD (UTC). A run
+    triggered without a logical date (Airflow 3's default for the API and an option in the UI) must
+    name its batch."""
     conf = dag_run.conf or {}
-    if "backfill" in str(getattr(dag_run, "run_type", "")).lower():
+    if conf.get("batch_id"):
+        return str(conf["batch_id"])
+    logical = getattr(dag_run, "logical_date", None)
+    if logical is None:
+        raise ValueError(f"run {dag_run.run_id} has no logical date and no batch_id in its conf: "
+                         'trigger it with conf {"batch_id": "<ID>"} (the folder lake/changes/<table>/batch_id=<ID>)')
+    return pendulum.instance(logical).in_timezone("UTC").strftime("%Y%m%d")
+
+
+def window_of(window, dag_run) -> tuple[str, str]:
+    """(opens, closes) of the window a run refreshes in, ISO: conf `gate_at` / `window_closes_at` when
+    given; a scheduled run, or a manual one with a logical date: the window that opens on the day its
+    data interval ends (the night after the logical date); a backfill, or a manual run without a
+    logical date: the window open now, else the next one, so nights triggered or backfilled from the
+    UI refresh one by one in real windows (nights that do not fit fail with "window closed" and are
+    rerun in the next window)."""
+    conf = dag_run.conf or {}
+    end = getattr(dag_run, "data_interval_end", None)
+    if end is None or "backfill" in str(getattr(dag_run, "run_type", "")).lower():
         opens, closes = window.current_or_next(pendulum.now("UTC"))
     else:
-        opens, closes = window.on(data_interval_end.in_timezone(window.timezone).date())
+        opens, closes = window.on(pendulum.instance(end).in_timezone(window.timezone).date())
     return conf.get("gate_at") or opens.isoformat(), conf.get("window_closes_at") or closes.isoformat()
 
 
@@ -78,7 +94,7 @@ def build_dag(root: Path) -> DAG:
         max_active_runs=1,
         default_args={"retries": int(os.environ.get("NIGHTSHIFT_RETRIES", "2")),
                       "retry_delay": pendulum.duration(seconds=float(os.environ.get("NIGHTSHIFT_RETRY_DELAY", "120")))},
-        user_defined_macros={"window_of": functools.partial(window_of, project.window)},
+        user_defined_macros={"window_of": functools.partial(window_of, project.window), "batch_of": batch_of},
         tags=["nightshift"],
     ) as dag:
         wait = ChangeBatchSensor(
@@ -105,7 +121,7 @@ def build_dag(root: Path) -> DAG:
 
             from nightshift.cycle import Cycle
 
-            closes = pendulum.parse(window_of(project.window, context["dag_run"], context["data_interval_end"])[1])
+            closes = pendulum.parse(window_of(project.window, context["dag_run"])[1])
             if pendulum.now("UTC") > closes:
                 raise AirflowFailException(
                     f"batch {batch}: the batch window closed at {closes.isoformat()}; refresh did not start "

@@ -4,7 +4,8 @@
 
 SPEC: {"runs": [{"label", "day" (logical date = today + day), "conf" (trigger conf; "gate_in" /
 "closes_in" seconds become gate_at / window_closes_at from now), "env" (set during the run),
-"mark_success" (regex of task ids marked success instead of run), "before_sql" (statements run on the
+"mark_success" (regex of task ids marked success instead of run), "no_logical_date" (true: triggered
+without a logical date, as Airflow 3's API and UI allow), "before_sql" (statements run on the
 project's warehouse before the run, e.g. to corrupt a summary table)}]}. OUT: import errors, DAG ids,
 parse time, task graph, and per run its state, its tasks (state, tries, start, end), asset events,
 rendered fields.
@@ -67,8 +68,8 @@ def one_run(dag, run: dict) -> dict:
     os.environ.update(run.get("env", {}))
     try:
         print(f"--- run {run['label']}: conf {conf}", flush=True)
-        dr = dag.test(logical_date=pendulum.now("UTC").start_of("day").add(days=run.get("day", 0)), run_conf=conf,
-                      mark_success_pattern=run.get("mark_success"))
+        logical = None if run.get("no_logical_date") else pendulum.now("UTC").start_of("day").add(days=run.get("day", 0))
+        dr = dag.test(logical_date=logical, run_conf=conf, mark_success_pattern=run.get("mark_success"))
     finally:
         for k, v in saved.items():
             os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)

@@ -16,6 +16,7 @@ from pathlib import Path
 from urllib.parse import quote, unquote
 
 import pendulum
+import pytest
 
 from conftest import PG_URL
 from sqlalchemy.engine import make_url
@@ -112,7 +113,9 @@ def test_dag_nights_reruns_order_and_window(tmp_path):
     3. clear and rerun only refresh of night 1: skipped (in the ledger);
     4. clear and rerun the whole of night 1: every step skips, same state;
     5. the window gate alone with the window 8 s away: it waits (deferred) until then;
-    6. night 2 in order, up to apply_base (validate and publish marked done without running);
+    6. night 2 in order, triggered without a logical date (Airflow 3's API default), up to apply_base
+       (validate and publish marked done without running); a run without a logical date and without a
+       batch_id fails at once, saying what to pass;
     7. night 2's validate with a summary table corrupted: validate fails, publish does not run, nothing
        is published (no asset event, no published_at);
     8. the corruption undone, validate and publish of night 2 again: published;
@@ -127,7 +130,8 @@ def test_dag_nights_reruns_order_and_window(tmp_path):
         {"label": "rerun_refresh", "day": 0, "conf": {"batch_id": b[0]}, "mark_success": "(?!refresh$).*"},
         {"label": "rerun_whole", "day": 0, "conf": {"batch_id": b[0]}},
         {"label": "gate", "day": 1, "conf": {"batch_id": b[1], "gate_in": 8}, "mark_success": "(?!window_gate$).*"},
-        {"label": "night_2", "day": 1, "conf": {"batch_id": b[1]}, "mark_success": "validate|publish"},
+        {"label": "no_batch", "no_logical_date": True, "conf": {}, "mark_success": "(?!wait_for_batch$).*"},
+        {"label": "night_2", "no_logical_date": True, "conf": {"batch_id": b[1]}, "mark_success": "validate|publish"},
         {"label": "corrupted", "day": 1, "conf": {"batch_id": b[1]}, "mark_success": "(?!validate$|publish$).*",
          "before_sql": [f'UPDATE "sR_sales__ns" SET "_ns_count" = -"_ns_count"']},
         {"label": "undone", "day": 1, "conf": {"batch_id": b[1]}, "mark_success": "(?!validate$|publish$).*",
@@ -159,6 +163,8 @@ def test_dag_nights_reruns_order_and_window(tmp_path):
     opens = stamp(run["gate"]["conf"]["gate_at"])
     assert run["gate"]["state"] == "success" and stamp(gate["start"]) < opens <= stamp(gate["end"])
 
+    assert run["no_batch"]["state"] == "failed" and states(run["no_batch"])["wait_for_batch"] == "failed"
+    assert 'has no logical date and no batch_id in its conf: trigger it with conf {"batch_id": "<ID>"}' in log
     night_2 = run["night_2"]
     assert night_2["state"] == "success", (states(night_2), log[-4000:])
     assert stamp(night_2["tasks"]["refresh"]["start"]) >= stamp(night_2["conf"]["gate_at"])
@@ -227,3 +233,29 @@ def test_window_of_a_night_and_of_a_backfill():
     assert w.current_or_next(at(3, 23, 5).astimezone(dt.timezone.utc)) == (at(3, 23), at(4, 3))
     day = Window("01:00", "05:00", "UTC")
     assert day.on(dt.date(2026, 11, 2))[1] == dt.datetime(2026, 11, 2, 5, tzinfo=zoneinfo.ZoneInfo("UTC"))
+
+
+def test_batch_and_window_of_runs_with_and_without_a_logical_date(monkeypatch):
+    """The DAG's macros: a scheduled run's batch is its logical date and its window opens the next day; a
+    run without a logical date (triggered from the API or UI) takes conf batch_id and the window open now
+    or the next one; conf overrides win."""
+    from types import SimpleNamespace
+
+    monkeypatch.setenv("NIGHTSHIFT_PROJECTS", "/nonexistent")  # import the module without building DAGs
+    sys.path.insert(0, str(ROOT / "dags"))
+    import nightshift_dags as d
+
+    utc = zoneinfo.ZoneInfo("UTC")
+    w = Window("01:00", "05:00", "UTC")
+    night = SimpleNamespace(run_id="scheduled__1", conf={}, run_type="scheduled",
+                            logical_date=dt.datetime(2026, 11, 2, tzinfo=utc), data_interval_end=dt.datetime(2026, 11, 3, tzinfo=utc))
+    assert d.batch_of(night) == "20261102"
+    assert d.window_of(w, night) == ("2026-11-03T01:00:00+00:00", "2026-11-03T05:00:00+00:00")
+    manual = SimpleNamespace(run_id="manual__1", conf={"batch_id": "b7"}, run_type="manual", logical_date=None, data_interval_end=None)
+    assert d.batch_of(manual) == "b7"
+    opens, closes = (pendulum.parse(x) for x in d.window_of(w, manual))
+    assert closes > pendulum.now("UTC") and closes - opens == pendulum.duration(hours=4)
+    manual.conf.update(gate_at="2026-11-24T01:30:00+00:00")
+    assert d.window_of(w, manual)[0] == "2026-11-24T01:30:00+00:00"
+    with pytest.raises(ValueError, match="manual__2 has no logical date and no batch_id"):
+        d.batch_of(SimpleNamespace(run_id="manual__2", conf=None, logical_date=None))
