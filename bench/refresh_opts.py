@@ -25,6 +25,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from bench.warehouse import _pg_exec
+
 HERE = Path(__file__).resolve().parent
 PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 SCHEMA = "ns_bench_refresh_opts"
@@ -184,16 +186,6 @@ def _env(values: dict):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-
-
-def _pg_exec(url: str, *statements: str) -> None:
-    import sqlalchemy as sa
-
-    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
-    with engine.begin() as conn:
-        for s in statements:
-            conn.exec_driver_sql(s)
-    engine.dispose()
 
 
 def write_report(out: Path, args, sections: list[tuple[int, list[dict], dict]], run: tuple) -> None:

@@ -15,6 +15,7 @@ and aliased with the base table names, so the view's qualified expressions drop 
 from __future__ import annotations
 
 import re
+from typing import Callable
 
 import sqlglot
 
@@ -315,6 +316,23 @@ def node_view(node) -> View:
                 where=node.where, keys=node.keys, arguments=node.arguments, stored=node.stored)
 
 
+def composed(a, column: Callable[[str], str], over: Callable[[str], str]) -> str:
+    """One stored aggregate of the lower point composed from the upper point's rows along an edge
+    (5.1, Appendix B): COUNT/SUM add up and MIN/MAX compose over the upper column; an attribute e of
+    the upper rows weighs by their COUNT(*) Y (SUM(e*Y), COUNT(e) as SUM of Y where e is not NULL);
+    MIN/MAX of such an attribute take the upper groups with Y > 0 (in a summary-delta: the groups that
+    gained rows; in a summary table every group has Y >= 1). column(name): the upper relation's column;
+    over(sql): an expression over the view's tables rewritten onto the upper rows and the edge's joins."""
+    y = column(a.weight) if a.weight else None
+    if a.rule in ("sum", "min", "max"):
+        return f"{a.rule.upper()}({column(a.source)})"
+    if a.rule == "sum_weighted":
+        return f"SUM(({over(a.source)}) * {y})"
+    if a.rule == "count_weighted":
+        return f"SUM(CASE WHEN ({over(a.source)}) IS NULL THEN 0 ELSE {y} END)"
+    return f"{a.rule[:3].upper()}(CASE WHEN {y} > 0 THEN ({over(a.source)}) END)"  # min_over_keys / max_over_keys
+
+
 def derived_summary_delta(edge, lower, upper_relation: str) -> str:
     """sd_<lower> from sd_<upper> along a derives edge (5.1, Appendix B): one GROUP BY over the
     upper summary-delta's rows joined with the edge's dimensions (their state after the batch; an
@@ -339,15 +357,7 @@ def derived_summary_delta(edge, lower, upper_relation: str) -> str:
     cols = [f"CAST({e} AS {k.type}) AS {q(k.name)}" for e, k in zip(keys, lower.keys)]
     types = {s.column: s.type for s in lower.stored}
     for a in edge.aggregates:
-        y = f"{u}.{q(a.weight)}" if a.weight else None
-        if a.rule in ("sum", "min", "max"):
-            expr = f"{a.rule.upper()}({u}.{q(a.source)})"
-        elif a.rule == "sum_weighted":
-            expr = f"SUM(({over_upper(a.source)}) * {y})"
-        elif a.rule == "count_weighted":
-            expr = f"SUM(CASE WHEN ({over_upper(a.source)}) IS NULL THEN 0 ELSE {y} END)"
-        else:  # min_over_keys / max_over_keys: values of upper groups that gained rows
-            expr = f"{a.rule[:3].upper()}(CASE WHEN {y} > 0 THEN ({over_upper(a.source)}) END)"
+        expr = composed(a, lambda c: f"{u}.{q(c)}", over_upper)
         cols.append(f"CAST({expr} AS {types[a.column]}) AS {q(a.column)}")
     cols.append(f"CAST(MAX({u}.{q(LOST)}) AS INT) AS {q(LOST)}")
     parts = [f"{upper_relation} AS {u}"]

@@ -326,16 +326,7 @@ def _along_edge(r: Rollup, ident: Ident, dialect: str, schema: Schema) -> str:
     cols = [f"CAST({x} AS {k.type}) AS {q(k.name)}" for x, k in zip(keys, c.keys)]
     rule = {a.column: a for a in e.aggregates}
     for s in c.stored:
-        a = rule[s.column]
-        y = f"{up}.{ident(p, a.weight)}" if a.weight else None
-        if a.rule in ("sum", "min", "max"):
-            x = f"{a.rule.upper()}({up}.{ident(p, a.source)})"
-        elif a.rule == "sum_weighted":
-            x = f"SUM(({over_parent(a.source)}) * {y})"
-        elif a.rule == "count_weighted":
-            x = f"SUM(CASE WHEN ({over_parent(a.source)}) IS NULL THEN 0 ELSE {y} END)"
-        else:  # min_over_keys / max_over_keys (every stored group has COUNT(*) >= 1)
-            x = f"{a.rule[:3].upper()}(CASE WHEN {y} > 0 THEN ({over_parent(a.source)}) END)"
+        x = emit.composed(rule[s.column], lambda col: f"{up}.{ident(p, col)}", over_parent)
         cols.append(f"CAST({x} AS {s.type}) AS {q(s.column)}")
     parts, conds = [f"{ident(p, p.storage_table)} AS {up}"], []
     for j in e.joins:  # comma joins: GX handles a query with JOIN differently (no alias for {batch})
