@@ -21,7 +21,7 @@ from lattice import emit
 from lattice.ir import View
 from nightshift.cycle import Cycle
 from nightshift.oracle import duckdb_base
-from warehouse.dialects import delta_columns, lit, q, summary_columns
+from warehouse.dialects import delta_columns, lit, q, read_parquet, summary_columns
 
 
 def rematerialize(cycle: Cycle) -> tuple[float, dict]:
@@ -86,7 +86,7 @@ def _register_base(conn, cycle: Cycle, changes: dict[str, list[Path]]) -> None:
         conn.exec_driver_sql(f"CREATE OR REPLACE TEMP VIEW {emit.rel('new', t.name)} AS SELECT * FROM {emit.rel('old', t.name)}")
         files = changes.get(t.name)
         for kind, op in (("ins", "insert"), ("del", "delete")):
-            src = (f"read_parquet([{', '.join(lit(str(f)) for f in files)}])" if files
+            src = (read_parquet(files) if files
                    else f"(SELECT * FROM {emit.rel('old', t.name)} LIMIT 0)")
             where = f" WHERE _op = {lit(op)}" if files else ""
             conn.exec_driver_sql(f"CREATE OR REPLACE TEMP VIEW {emit.rel(kind, t.name)} AS SELECT {cols} FROM {src}{where}")

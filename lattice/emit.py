@@ -316,6 +316,18 @@ def node_view(node) -> View:
                 where=node.where, keys=node.keys, arguments=node.arguments, stored=node.stored)
 
 
+def with_columns(sql: str, source: Callable[[str, str], str]) -> str:
+    """`sql` with every column reference table.column replaced by source(table, column) (both lower
+    case): an expression over the view's tables moved onto the rows of a lattice edge's upper point
+    and the dimensions the edge joins."""
+    def swap(node):
+        if not isinstance(node, sqlglot.exp.Column):
+            return node
+        return sqlglot.parse_one(source(node.table.lower(), node.name.lower()))
+
+    return sqlglot.parse_one(sql).transform(swap).sql()
+
+
 def composed(a, column: Callable[[str], str], over: Callable[[str], str]) -> str:
     """One stored aggregate of the lower point composed from the upper point's rows along an edge
     (5.1, Appendix B): COUNT/SUM add up and MIN/MAX compose over the upper column; an attribute e of
@@ -342,16 +354,13 @@ def derived_summary_delta(edge, lower, upper_relation: str) -> str:
     u = q(edge.upper)
     at = {(a.ref.table.lower(), a.ref.column.lower()): f"{q(a.relation)}.{q(a.column)}" for a in edge.attributes}
 
-    def over_upper(sql: str) -> str:
-        def swap(node):
-            if not isinstance(node, sqlglot.exp.Column):
-                return node
-            src = at.get((node.table.lower(), node.name.lower()))
-            if src is None:
-                raise ValueError(f"edge {edge.upper} -> {edge.lower}: no source for {node.sql()}")
-            return sqlglot.parse_one(src)
+    def source(table: str, column: str) -> str:
+        if (table, column) not in at:
+            raise ValueError(f"edge {edge.upper} -> {edge.lower}: no source for {table}.{column}")
+        return at[(table, column)]
 
-        return sqlglot.parse_one(sql).transform(swap).sql()
+    def over_upper(sql: str) -> str:
+        return with_columns(sql, source)
 
     keys = [over_upper(f"{q(k.ref.table)}.{q(k.ref.column)}") for k in lower.keys]
     cols = [f"CAST({e} AS {k.type}) AS {q(k.name)}" for e, k in zip(keys, lower.keys)]

@@ -315,12 +315,7 @@ def _along_edge(r: Rollup, ident: Ident, dialect: str, schema: Schema) -> str:
         return f"{up}.{ident(p, a.column)}" if a.relation == p.name else f"{q(a.relation)}.{q(a.column)}"
 
     def over_parent(sql: str) -> str:
-        def swap(node):
-            if not isinstance(node, sqlglot.exp.Column):
-                return node
-            return sqlglot.parse_one(source(at[(node.table.lower(), node.name.lower())]))
-
-        return sqlglot.parse_one(sql).transform(swap).sql()
+        return emit.with_columns(sql, lambda table, column: source(at[(table, column)]))
 
     keys = [over_parent(f"{q(k.ref.table)}.{q(k.ref.column)}") for k in c.keys]
     cols = [f"CAST({x} AS {k.type}) AS {q(k.name)}" for x, k in zip(keys, c.keys)]

@@ -40,7 +40,7 @@ from lattice.ir import Plan, View
 from nightshift import expectations as ex
 from nightshift.config import Project
 from nightshift.lake import Lake, LakeState
-from warehouse.dialects import copy_parquet, lit, q
+from warehouse.dialects import copy_parquet, q, read_parquet
 from warehouse.store import LEDGER, LedgerRow, Warehouse
 
 DEFAULT_SAMPLE = 50
@@ -266,20 +266,16 @@ def _lost_groups(con, lake: Lake, view: View, batch: str, manifest: dict) -> lis
     out = []
     changes = sorted(lake.change_dir(view.fact, batch).glob("*.parquet"))
     if changes:
-        deleted = f"(SELECT * FROM read_parquet({_listing(changes)}, hive_partitioning = false) WHERE _op = 'delete')"
+        deleted = f"(SELECT * FROM {read_parquet(changes)} WHERE _op = 'delete')"
         out += [tuple(r) for r in con.execute(f"SELECT DISTINCT * FROM ({ex.base_rows_sql(view, deleted)}) AS d").fetchall()]
     entry = manifest.get("views", {}).get(view.name)
     files = lake.delta_files(batch, entry["part"]) if entry and entry.get("rows") else []
     if files:
         p = entry["prefix"]
         cols = ", ".join(f"{q(p + k.name)}" for k in view.keys)
-        sql = f"SELECT DISTINCT {cols} FROM read_parquet({_listing(files)}, hive_partitioning = false) WHERE {q(p + '_ns_lost')} = 1"
+        sql = f"SELECT DISTINCT {cols} FROM {read_parquet(files)} WHERE {q(p + '_ns_lost')} = 1"
         out += [tuple(r) for r in con.execute(sql).fetchall()]
     return out
-
-
-def _listing(files: list[Path]) -> str:
-    return "[" + ", ".join(lit(str(f)) for f in files) + "]"
 
 
 def _stored_rows(conn, warehouse: Warehouse, view: View, keys: list[tuple]) -> list[tuple]:
@@ -356,7 +352,7 @@ def stage_dimensions(engine: sa.Engine, dialect, dims: dict[str, tuple[list[Path
             name = ex.dimension_relation(table)  # unquoted: both sides fold it the same way
             if dialect.name == "duckdb" and files:
                 cols = ", ".join(f"CAST({q(c)} AS {t}) AS {q(c)}" for c, t in columns)
-                conn.exec_driver_sql(f"CREATE TEMP TABLE {name} AS SELECT {cols} FROM read_parquet({_listing(files)}, hive_partitioning = false)")
+                conn.exec_driver_sql(f"CREATE TEMP TABLE {name} AS SELECT {cols} FROM {read_parquet(files)}")
                 continue
             cols = ", ".join(f"{q(c)} {dialect.column_type(t)}" for c, t in columns)
             conn.exec_driver_sql(f"CREATE TEMP TABLE {name} ({cols})")

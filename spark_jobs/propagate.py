@@ -264,7 +264,7 @@ def _preaggregated(plan: Plan, lattice: dict) -> dict[str, list[str]]:
         return {}
     if lattice.get("enabled"):
         return {n: e["preaggregated_by"] for n, e in lattice["nodes"].items() if "preaggregated_by" in e}
-    return {v.name: list(emit.preaggregation(v)) for v in plan.views if emit.preaggregation(v)}
+    return {v.name: list(by) for v in plan.views if (by := emit.preaggregation(v))}
 
 
 def preaggregating() -> bool:
@@ -289,9 +289,9 @@ def _describe_lattice(lattice: Lattice | None, parent: dict[str, str], info: Bat
         return {"enabled": False}
     estimates = {e.node: e.rows for e in lattice.estimates}
     nodes = {n: {"parent": p, "estimated_rows": estimates.get(n)} for n, p in parent.items()}
-    for n, p in parent.items():  # 4.1.3: computed from the change set, pre-aggregated before its dimension joins
-        if preaggregating() and lattice.node(p).kind == "changes" and emit.preaggregation(emit.node_view(lattice.node(n))):
-            nodes[n]["preaggregated_by"] = list(emit.preaggregation(emit.node_view(lattice.node(n))))
+    for n, p in parent.items() if preaggregating() else ():  # 4.1.3: from the change set, pre-aggregated
+        if lattice.node(p).kind == "changes" and (by := emit.preaggregation(emit.node_view(lattice.node(n)))):
+            nodes[n]["preaggregated_by"] = list(by)
     for name, entry in views.items():
         if name in nodes:
             nodes[name]["actual_rows"] = entry["rows"]

@@ -22,6 +22,12 @@ def lit(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
+def read_parquet(files: list[Path]) -> str:
+    """DuckDB's read_parquet over exactly these files; no hive partition columns from folder names
+    such as batch_id=<ID>."""
+    return "read_parquet([" + ", ".join(lit(str(f)) for f in files) + "], hive_partitioning = false)"
+
+
 # ---------------------------------------------------------------- Figure 8, shared by every backend
 
 
@@ -226,9 +232,8 @@ class DuckDBDialect(Dialect):
     name = "duckdb"
 
     def stage_parquet(self, conn, table: str, files: list[Path], columns: list[tuple[str, str, str]]) -> None:
-        listing = "[" + ", ".join(lit(str(f)) for f in files) + "]"
         select = ", ".join(f"{q(src)} AS {q(dst)}" for src, dst, _ in columns)
-        self.create_temp_as(conn, table, f"SELECT {select} FROM read_parquet({listing}, hive_partitioning = false)")
+        self.create_temp_as(conn, table, f"SELECT {select} FROM {read_parquet(files)}")
 
 
 class PostgresDialect(Dialect):

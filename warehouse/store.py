@@ -134,8 +134,9 @@ class Warehouse:
             if row[1] is None:
                 raise WarehouseError(f"publish {batch}: batch {batch} has not passed validation (validated_at is empty); "
                                      f"run nightshift validate --batch {batch} and fix what it reports first")
-            conn.exec_driver_sql(f"UPDATE {q(LEDGER)} SET published_at = CURRENT_TIMESTAMP WHERE seq = {int(row[0])}")
-            stamp = conn.exec_driver_sql(f"SELECT published_at FROM {q(LEDGER)} WHERE seq = {int(row[0])}").scalar()
+            stamp = conn.exec_driver_sql(
+                f"UPDATE {q(LEDGER)} SET published_at = CURRENT_TIMESTAMP WHERE seq = {int(row[0])} RETURNING published_at"
+            ).scalar()
         return _stamp(stamp), True
 
     def position(self, conn=None) -> LedgerRow | None:
