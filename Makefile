@@ -18,7 +18,8 @@ UI_PORT ?= 8081
 
 help:
 	@echo "make demo    - set up .venv and run the retail example ($(ROWS) rows, $(NIGHTS) nights) end to end"
-	@echo "make test    - run the test suite"
+	@echo "make test    - run the test suite (layer contract + every test)"
+	@echo "make test-fast - the layer contract, the compiler and the tests without Spark or Airflow (about a minute)"
 	@echo "make bench   - run the benchmarks (writes bench/REPORT.md)"
 	@echo "make airflow - Airflow standalone with the nightshift DAGs (UI on 127.0.0.1:8080; AIRFLOW_HOME=.airflow)"
 	@echo "make cluster - local Spark standalone master + $(WORKERS) worker(s) on 127.0.0.1:$(PORT) (UI $(UI_PORT)); make cluster-stop ends it"
@@ -39,7 +40,13 @@ demo: $(STAMP)
 	$(BIN)/nightshift demo --dir demo-project --rows $(ROWS) --nights $(NIGHTS)
 
 test: $(STAMP)
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q --durations=15 tests
+
+# the compiler and every test that needs no Spark, no Airflow: about a minute
+test-fast: $(STAMP)
+	$(BIN)/lint-imports
+	$(BIN)/python -m pytest -q -m "not slow" tests
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.run

@@ -147,7 +147,7 @@ def measure(project_dir: str, master: str, batch: str, out: str) -> int:
         seconds[step] = r.seconds
     sc = cycle.spark.sparkContext
     result = {**seconds, "master": sc.master, "app_id": sc.applicationId,
-              "change_rows": sum(cycle.lake.read_manifest(batch)["inserted"].values()) + sum(cycle.lake.read_manifest(batch)["deleted"].values()),
+              "change_rows": cycle.lake.read_manifest(batch).night.info.rows,
               "problems": [str(m) for m in check_all(cycle.plan, cycle.lake, cycle.warehouse.read_view)]}
     cycle.spark.stop()
     cycle.close()

@@ -56,17 +56,25 @@ def main(argv: list[str] | None = None) -> int:
     cycle.run(first)
     runs = {}
     for mode in ("0", "1"):
-        os.environ["NIGHTSHIFT_LATTICE"] = mode
+        cycle.set_options(lattice=mode == "1")
         shutil.rmtree(cycle.lake.delta_root(b), ignore_errors=True)
         t = time.perf_counter()
-        runs[mode] = (cycle.propagate(b).details, time.perf_counter() - t)
-    os.environ.pop("NIGHTSHIFT_LATTICE")
+        runs[mode] = (slim(cycle.propagate(b).details), time.perf_counter() - t)
     cycle.refresh(b)
     cycle.apply_base(b)
     cycle.close()
     write_report(Path(args.out), args, runs)
     print(f"wrote {args.out}")
     return 0
+
+
+def slim(manifest) -> dict:
+    """What the reports keep of a propagate Manifest (results.json): change counts, each view's
+    summary-delta rows, each lattice point's parent."""
+    info = manifest.night.info
+    return {"inserted": dict(info.inserted), "deleted": dict(info.deleted),
+            "views": {d.view: {"rows": d.rows} for d in manifest.deltas},
+            "lattice": {"nodes": {n.node: {"parent": n.parent} for n in manifest.night.nodes}}}
 
 
 def accesses(manifest: dict) -> dict[str, tuple[str, int, int]]:

@@ -19,19 +19,23 @@ import sqlglot
 
 from lattice import emit
 from lattice.ir import View
+from lattice.sql import duckdb_read_parquet as read_parquet
+from lattice.sql import ident as q
+from lattice.sql import literal as lit
+from lattice.sql import to_dialect
 from nightshift.cycle import Cycle
 from nightshift.oracle import duckdb_base
-from warehouse.dialects import delta_columns, lit, q, read_parquet, summary_columns
+from runtime.options import Options
+from spark_jobs.materialize import materialize
+from warehouse.dialects import delta_columns, summary_columns
 
 
 def rematerialize(cycle: Cycle) -> tuple[float, dict]:
     """Seconds and per-view {rows, parent} of Spark's recompute along the lattice plus the warehouse load."""
-    from spark_jobs.materialize import materialize
-
     t = time.perf_counter()
     state = cycle.lake.state()
     out = cycle.lake.root / "materialized"
-    views = materialize(cycle.spark, cycle.plan, cycle.lake, state, out, along_lattice=True)
+    views = materialize(cycle.spark, cycle.plan, cycle.lake, state, out, along_lattice_of=Options(lattice=True))
     cycle.warehouse.materialize(cycle.plan, {v.name: out / v.name for v in cycle.plan.views}, state.last or "", views)
     return time.perf_counter() - t, views
 
@@ -95,7 +99,7 @@ def _register_base(conn, cycle: Cycle, changes: dict[str, list[Path]]) -> None:
 def _count_view(conn, d, view: View, changes: dict) -> dict:
     changed = frozenset(t for t, f in changes.items() if f)
     keys = [d.col(view, k.name) for k in view.keys]
-    sd = emit.to_dialect(emit.summary_delta(view, changed), "duckdb")
+    sd = to_dialect(emit.summary_delta(view, changed), "duckdb")
     d.create_temp_as(conn, "__ns_affected", f"SELECT DISTINCT {', '.join(keys) or '1 AS _one'} FROM ({sd}) AS sd")
     t = d.table(view)
     deleted = conn.exec_driver_sql(
@@ -107,7 +111,7 @@ def _count_view(conn, d, view: View, changes: dict) -> dict:
     select = sqlglot.parse_one(emit.materialize(view)).where(f"EXISTS (SELECT 1 FROM __ns_affected AS a WHERE {on})")
     cols = [q(c) for c, _ in summary_columns(view)]
     into = [d.col(view, k.name) for k in view.keys] + [q(s.column) for s in view.stored]
-    d.create_temp_as(conn, "__ns_recomputed", emit.to_dialect(select.sql(), "duckdb"))
+    d.create_temp_as(conn, "__ns_recomputed", to_dialect(select.sql(), "duckdb"))
     inserted, base_rows = conn.exec_driver_sql(f"SELECT COUNT(*), COALESCE(SUM({q(_count_star(view))}), 0) FROM __ns_recomputed").fetchone()
     conn.exec_driver_sql(f"INSERT INTO {t} ({', '.join(into)}) SELECT {', '.join(cols)} FROM __ns_recomputed")
     return {"deleted": int(deleted), "base_rows": int(base_rows), "inserted": int(inserted)}
@@ -128,11 +132,11 @@ def bare_merge(cycle: Cycle, batch: str) -> float:
         try:
             t0 = time.perf_counter()
             for view in cycle.plan.views:
-                entry = manifest["views"][view.name]
-                files = cycle.lake.delta_files(batch, entry["part"])
+                entry = manifest.delta(view.name)
+                files = cycle.lake.delta_files(batch, entry.part)
                 if not files:
                     continue
-                d.stage_parquet(conn, "__ns_bare", files, d.staging(view, delta_columns(view), entry["prefix"]))
+                d.stage_parquet(conn, "__ns_bare", files, d.staging(view, delta_columns(view), entry.prefix))
                 conn.exec_driver_sql(_merge_sql(d, view))
             return time.perf_counter() - t0
         finally:

@@ -22,7 +22,7 @@ import shutil
 import statistics
 import sys
 import time
-from contextlib import contextmanager
+import dataclasses
 from pathlib import Path
 
 from bench.warehouse import _pg_exec
@@ -99,27 +99,29 @@ def run_night(root: Path, duck, warehouses: dict, gen, kind: str, n: int, repeat
     write_batch(root / "lake", "pos", batch, frame)
     out = {"kind": kind, "changes": len(frame), "propagate": {}, "refresh": {}}
 
-    variants = {"lattice off, pre-aggregation off": {"NIGHTSHIFT_LATTICE": "0", "NIGHTSHIFT_PREAGGREGATE": "0"},
-                "lattice off, pre-aggregation on": {"NIGHTSHIFT_LATTICE": "0", "NIGHTSHIFT_PREAGGREGATE": "1"}}
+    defaults = duck.options
+    variants = {"lattice off, pre-aggregation off": {"lattice": False, "preaggregate": False},
+                "lattice off, pre-aggregation on": {"lattice": False, "preaggregate": True}}
     if kind == "update":
-        variants["lattice on, weak minimality off"] = {"NIGHTSHIFT_WEAK_MINIMALITY": "0"}
+        variants["lattice on, weak minimality off"] = {"weak_minimality": False}
     variants["lattice on (defaults)"] = {}  # last: refresh reads these summary-deltas
-    for name, env in variants.items():
-        with _env(env):
-            t = time.perf_counter()
-            manifest = duck.propagate(batch).details
-            seconds = time.perf_counter() - t
+    for name, options in variants.items():
+        duck.project = dataclasses.replace(duck.project, options=dataclasses.replace(defaults, **options))
+        t = time.perf_counter()
+        manifest = duck.propagate(batch).details
+        seconds = time.perf_counter() - t
         out["propagate"][name] = {"seconds": seconds, "exact": _exact_groups(duck, batch, manifest),
-                                  "preaggregated": manifest.get("preaggregated", {})}
+                                  "preaggregated": {n.node: list(n.preaggregated_by) for n in manifest.night.nodes
+                                                    if n.preaggregated_by}}
         print(f"[{kind} {n}] propagate ({name}): {seconds:.1f}s", flush=True)
 
     manifest = duck.lake.read_manifest(batch)
-    deltas = {v.name: (duck.lake.delta_files(batch, manifest["views"][v.name]["part"]), manifest["views"][v.name]["prefix"])
+    deltas = {v.name: (duck.lake.delta_files(batch, manifest.delta(v.name).part), manifest.delta(v.name).prefix)
               for v in duck.plan.views}
     for backend, cycle in warehouses.items():
         for opt in ("off", "on"):
-            with _env({"NIGHTSHIFT_REFRESH_OPT": "1" if opt == "on" else "0"}):
-                hints = cycle.refresh_hints(manifest)
+            cycle.set_options(refresh_optimize=opt == "on")
+            hints = cycle.refresh_hints(manifest)
             runs = [_timed_refresh(cycle, batch, deltas, hints) for _ in range(repeat)]
             median = sorted(runs, key=lambda r: r["seconds"])[len(runs) // 2]
             median["all"] = [r["seconds"] for r in runs]
@@ -159,33 +161,19 @@ def _timed_refresh(cycle, batch: str, deltas: dict, hints) -> dict:
     return {"seconds": seconds, "views": views}
 
 
-def _exact_groups(cycle, batch: str, manifest: dict) -> dict[str, int]:
+def _exact_groups(cycle, batch: str, manifest) -> dict[str, int]:
     """Groups whose MIN/MAX propagate recomputed exactly (_ns_lost = 1), per view with MIN/MAX."""
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     out = {}
     for v in cycle.plan.views:
-        entry = manifest["views"][v.name]
-        files = cycle.lake.delta_files(batch, entry["part"])
+        entry = manifest.delta(v.name)
+        files = cycle.lake.delta_files(batch, entry.part)
         if v.has_min_max and files:
-            t = pq.read_table(files, columns=[entry["prefix"] + "_ns_lost"])
+            t = pq.read_table(files, columns=[entry.prefix + "_ns_lost"])
             out[v.name] = int(pc.sum(t.column(0)).as_py() or 0)
     return out
-
-
-@contextmanager
-def _env(values: dict):
-    old = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def write_report(out: Path, args, sections: list[tuple[int, list[dict], dict]], run: tuple) -> None:

@@ -48,7 +48,7 @@ def _header(raw: dict) -> list[str]:
     return [
         "# Performance study: paper 001 Section 6 (Figure 10, Table 1) reproduced (bench/run.py)",
         "",
-        f"Command: `{f'.venv/bin/nightshift bench {argv}'.strip()}` from the repository root (the same as "
+        f"Command: `{f'.venv/bin/python -m bench.run {argv}'.strip()}` from the repository root (the same as "
         "`.venv/bin/python -m bench.run` with these options; `make bench` runs it without options).",
         "",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, {_memory()}, Python {platform.python_version()}, "

@@ -1,6 +1,6 @@
 """Paper 001's performance study (Section 6, Figure 10 a-d, Table 1, Appendix A), reproduced and extended.
 
-    .venv/bin/python -m bench.run [--quick]        (also: make bench, nightshift bench)
+    .venv/bin/python -m bench.run [--quick]        (also: make bench)
 
 On deterministic retail data of Appendix A's shape (100 stores, 1000 items, dates over a year,
 --skew for Zipf-like stores and items), one night per point through the cycle, measuring side by side:
@@ -39,7 +39,7 @@ class Point:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="nightshift bench", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="small sizes, under 3 minutes: " + ", ".join(f"{k} {v}" for k, v in QUICK.items()))
     p.add_argument("--pos-sweep", help=f"pos sizes for Figure 10(b)/(d) at --fixed-changes (default {FULL['pos_sweep']})")
     p.add_argument("--fixed-pos", type=int, help=f"pos size for Figure 10(a)/(c) (default {FULL['fixed_pos']})")
@@ -158,8 +158,9 @@ class Base:
     def night(self, point: Point) -> dict:
         """Land one night of `point`'s changes and measure every alternative on it."""
         from bench import measure
+        from bench.lattice import slim
         from nightshift.example import batch_id, write_batch
-        from nightshift.lake import parquet_rows
+        from runtime.lake import parquet_rows
 
         self.nights += 1
         day = self.gen.days + self.nights
@@ -171,13 +172,10 @@ class Base:
         pos_rows = parquet_rows(c.lake.current_base_dir("pos"))
         manifests, seconds = {}, {}
         for mode in ("0", "1"):  # without the lattice, then with it (its summary-deltas stay for refresh)
-            os.environ["NIGHTSHIFT_LATTICE"] = mode
-            try:
-                shutil.rmtree(c.lake.delta_root(b), ignore_errors=True)
-                r = c.propagate(b)
-            finally:
-                os.environ.pop("NIGHTSHIFT_LATTICE")
-            manifests[mode], seconds[mode] = r.details, r.seconds
+            c.set_options(lattice=mode == "1")
+            shutil.rmtree(c.lake.delta_root(b), ignore_errors=True)
+            r = c.propagate(b)
+            manifests[mode], seconds[mode] = slim(r.details), r.seconds
         merge_s = measure.bare_merge(c, b)
         refresh = c.refresh(b)
         apply = c.apply_base(b)
@@ -191,17 +189,13 @@ class Base:
             "propagate": seconds["1"], "propagate_direct": seconds["0"], "refresh": refresh.seconds,
             "apply_base": apply.seconds, "bare_merge": merge_s, "counting": count_s, "duckdb": duck_s,
             "rematerialize": remat_s,
-            "manifest": {k: _slim(m) for k, m in manifests.items()},
+            "manifest": manifests,
             "refresh_rows": {v: s for v, s in ledger.stats.items() if not v.startswith("_")},
             "counting_rows": count, "rematerialize_views": remat,
         }
 
     def close(self) -> None:
         self.cycle.close()
-
-
-def _slim(manifest: dict) -> dict:
-    return {k: manifest[k] for k in ("inserted", "deleted", "views", "lattice")}
 
 
 if __name__ == "__main__":

@@ -89,17 +89,18 @@ def staging_throughput(work: Path, url: str, batch: str) -> dict:
     import pyarrow.parquet as pq
     import sqlalchemy as sa
 
+    from lattice.sql import ident as q
     from nightshift.config import load_project
-    from nightshift.lake import Lake
-    from warehouse.dialects import PostgresDialect, copy_parquet, delta_columns, q
+    from runtime.lake import Lake
+    from warehouse.dialects import PostgresDialect, copy_parquet, delta_columns
 
     project = load_project(work)
     lake = Lake(project.lake)
     view = project.plan.view("SID_sales")
-    entry = lake.read_manifest(batch)["views"][view.name]
-    files = lake.delta_files(batch, entry["part"])
+    entry = lake.read_manifest(batch).delta(view.name)
+    files = lake.delta_files(batch, entry.part)
     d = PostgresDialect()
-    columns = d.staging(view, delta_columns(view), entry["prefix"])
+    columns = d.staging(view, delta_columns(view), entry.prefix)
     ddl = "CREATE TEMP TABLE s (" + ", ".join(f"{q(dst)} {d.column_type(t)}" for _, dst, t in columns) + ")"
     engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
     out = {}

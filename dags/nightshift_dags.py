@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import sys
 from pathlib import Path
 
 import pendulum
@@ -31,7 +32,15 @@ from airflow.providers.standard.sensors.date_time import DateTimeSensorAsync
 from airflow.sdk import DAG, Asset, chain, task
 
 REPO = Path(__file__).resolve().parent.parent
-SUBMIT = str(REPO / "spark_jobs" / "submit.py")
+sys.path.insert(0, str(REPO))  # the DAG processor imports this file by path: the checkout's packages
+
+from nightshift import config  # noqa: E402
+from nightshift.airflow_ext import ChangeBatchSensor, NightshiftSparkSubmit, load_project  # noqa: E402
+from nightshift.errors import BadChangeBatch  # noqa: E402
+from nightshift.plancache import plan_summary  # noqa: E402
+from runtime.lake import check_batch_id  # noqa: E402
+
+SUBMIT = str(REPO / "nightshift" / "submit.py")
 BATCH = "{{ batch_of(dag_run) }}"
 WINDOW_OPENS = "{{ window_of(dag_run)[0] }}"
 
@@ -48,7 +57,12 @@ def batch_of(dag_run) -> str:
     name its batch."""
     conf = dag_run.conf or {}
     if conf.get("batch_id"):
-        return str(conf["batch_id"])
+        batch = str(conf["batch_id"])
+        try:  # before the id reaches a glob pattern or a path
+            check_batch_id(batch)
+        except BadChangeBatch as e:
+            raise ValueError(f"run {dag_run.run_id}: conf batch_id: {e}") from None
+        return batch
     logical = getattr(dag_run, "logical_date", None)
     if logical is None:
         raise ValueError(f"run {dag_run.run_id} has no logical date and no batch_id in its conf: "
@@ -73,14 +87,8 @@ def window_of(window, dag_run) -> tuple[str, str]:
 
 
 def build_dag(root: Path) -> DAG:
-    import sys
-
-    sys.path.insert(0, str(REPO))
-    from nightshift import config
-    # inside tasks, load_project also resolves [warehouse] airflow_conn_id (Airflow connection -> warehouse URL)
-    from nightshift.airflow_ext import ChangeBatchSensor, NightshiftSparkSubmit, load_project
-    from nightshift.plancache import plan_summary
-
+    """Inside tasks, airflow_ext.load_project also resolves [warehouse] airflow_conn_id (Airflow
+    connection -> warehouse URL); at parse time config.load_project reads nightshift.toml only."""
     project = config.load_project(root)  # parse time: reads nightshift.toml only, never a connection
     plan = plan_summary(root)  # the D-lattice's levels, compiled once per inputs' hash
     name = re.sub(r"[^A-Za-z0-9_]", "_", project.name)

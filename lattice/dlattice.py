@@ -1,55 +1,58 @@
 """The D-lattice pipeline, top to bottom (paper 001, Section 5; one pass per module, as compile.py).
 
-    lattice_points   Plan                 -> Lattice   the change set of each fact table + every view
-    derive_edges     Lattice              -> Lattice   the derives relation v1 ≺^{d..} v2 (5.1)
-    vlattice         Lattice              -> Lattice   implied points, lattice-friendly augmentation (5.2-5.3)
-    optimize         Lattice              -> Lattice   Appendix B: essentials, joins/aggregates/projections pushed down
-    choose_parents   Lattice, Statistics  -> Lattice   cheapest parent of every summary-delta (5.5)
+Its shape depends only on the compiled plan; the choice of parents depends on the night's statistics:
+
+    SHAPE   lattice_points      Plan -> Lattice   the change set of each fact table + every view
+            derive_edges                          the derives relation v1 ≺^{d..} v2 (5.1)
+            add_implied_points                    least upper bounds of unconnected views (3.4, 5.1)
+            augment                               lattice-friendly attributes (and aggregates) (5.2)
+            optimize                              Appendix B: essentials, joins/aggregates/projections pushed down
+    CHOICE  choose_parents      + Statistics      the cheapest parent of every summary-delta (5.5)
+            keep_chosen                           implied points nobody chose dropped; Appendix B over chosen edges
 
 By Theorem 5.1 the D-lattice of summary-deltas is the V-lattice of the views, edges and join labels
-included, so one structure serves both. Not yet wired into compile_project.
+included, so one structure serves both. Each pass is `pass(lattice, plan, **context) -> lattice`
+and takes from the context only the keywords it names (sqlglot's optimizer does the same).
 """
 
 from __future__ import annotations
 
+import inspect
+from typing import Callable
+
 from lattice.ir import Lattice, Plan
 from lattice.passes.choose_parents import Statistics, choose_parents
-from lattice.passes.derives import derive_edges, lattice_points, topological_order
+from lattice.passes.derives import derive_edges, lattice_points
+from lattice.passes.keep_chosen import keep_chosen
 from lattice.passes.optimize import optimize
-from lattice.passes.vlattice import vlattice
+from lattice.passes.vlattice import add_implied_points, augment
 
-__all__ = ["Statistics", "build_lattice", "levels"]
+__all__ = ["CHOICE", "SHAPE", "Statistics", "build_lattice", "choose", "lattice_shape"]
+
+Pass = Callable[..., Lattice]
+SHAPE: tuple[Pass, ...] = (lattice_points, derive_edges, add_implied_points, augment, optimize)
+CHOICE: tuple[Pass, ...] = (choose_parents, keep_chosen)
 
 
-def build_lattice(plan: Plan, stats: Statistics | None = None, augment_aggregates: bool = False) -> Lattice:
-    """The optimized D-lattice of `plan` for a batch described by `stats` (defaults when None).
-
-    augment_aggregates: also add other views' aggregates to a point so that views whose aggregates it
-    lacks can derive from it (5.2's third kind; off by default, so such views fall back to the change set).
-    """
-    lattice = lattice_points(plan)
-    lattice = derive_edges(lattice, plan)
-    lattice = vlattice(lattice, plan, augment_aggregates)
-    lattice = optimize(lattice, plan)
-    lattice = choose_parents(lattice, plan, stats)
+def run(passes: tuple[Pass, ...], lattice: Lattice, plan: Plan, **context) -> Lattice:
+    for rule in passes:
+        wanted = inspect.signature(rule).parameters
+        lattice = rule(lattice, plan, **{k: v for k, v in context.items() if k in wanted})
     return lattice
 
 
-def levels(lattice: Lattice) -> tuple[tuple[str, ...], ...]:
-    """The lattice's points in levels (the change sets excluded): level 0 holds the points that only the
-    change set derives; a point of level k > 0 is derived by some point of level k-1 and by none of a
-    higher level. Whatever parent the cost model picks for a point (any night, any statistics), it lies
-    on a lower level or is the change set, since the edges do not depend on statistics: one propagate
-    task per level, in order, always finds its parents' summary-deltas computed. Points of a level in
-    lattice order."""
-    level: dict[str, int] = {}
-    for name in topological_order(lattice):
-        if lattice.node(name).kind == "changes":
-            continue
-        uppers = [level[e.upper] for e in lattice.edges_into(name) if e.upper in level]
-        level[name] = 1 + max(uppers) if uppers else 0
-    out: list[list[str]] = [[] for _ in range(1 + max(level.values(), default=-1))]
-    for n in lattice.nodes:
-        if n.name in level:
-            out[level[n.name]].append(n.name)
-    return tuple(tuple(names) for names in out)
+def lattice_shape(plan: Plan, augment_aggregates: bool = False) -> Lattice:
+    """Points, edges, implied points and augmentations, optimized: the same for every batch.
+
+    augment_aggregates: also add other views' aggregates to a point so that views whose aggregates it
+    lacks can derive from it (5.2's third kind; off by default, so such views fall back to the change set)."""
+    return run(SHAPE, Lattice(nodes=()), plan, augment_aggregates=augment_aggregates)
+
+
+def choose(shape: Lattice, plan: Plan, stats: Statistics | None = None) -> Lattice:
+    """The shape costed for a batch described by `stats` (defaults when None): the optimized D-lattice."""
+    return run(CHOICE, shape, plan, stats=stats)
+
+
+def build_lattice(plan: Plan, stats: Statistics | None = None, augment_aggregates: bool = False) -> Lattice:
+    return choose(lattice_shape(plan, augment_aggregates), plan, stats)

@@ -9,34 +9,32 @@ Queries are built in sqlglot's neutral dialect over *named relations* that the e
     __ns_lost_<view>             keys of the groups of <view> that lost rows (MIN/MAX recompute)
 
 and aliased with the base table names, so the view's qualified expressions drop in unchanged.
-`to_dialect()` transpiles the result for the engine that runs it.
+`lattice.sql.to_dialect()` transpiles the result for the engine that runs it; every identifier and
+literal goes through `lattice.sql`.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Callable
 
 import sqlglot
 
-from lattice.ir import Argument, StoredAggregate, View
+from lattice.ir import Argument, Edge, JoinStep, LatticeNode, Schema, StoredAggregate, View
+from lattice.sql import ident as q
+from lattice.sql import safe_name
 
 SIGN = "_ns_sign"
 LOST = "_ns_lost"
 
 
-def q(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
 def rel(kind: str, table: str) -> str:
-    """A relation the executor registers; any character a bare identifier cannot hold is spelled out
-    as _<hex>_ (a view may be named "Sales by Store"), so names stay distinct and need no quoting."""
-    return f"__ns_{kind}_" + re.sub(r"[^A-Za-z0-9_]", lambda m: f"_{ord(m.group()):x}_", table)
+    """A relation the executor registers, named so that it needs no quoting (sql.safe_name)."""
+    return f"__ns_{kind}_" + safe_name(table)
 
 
-def to_dialect(sql: str, dialect: str) -> str:
-    return sqlglot.transpile(sql, write=dialect)[0]
+def changes_of(fact: str) -> str:
+    """The D-lattice's name for the change set of fact table `fact` (the top of its lattice)."""
+    return f"Δ{fact}"
 
 
 # ------------------------------------------------------------------ prepare-changes (4.1.1)
@@ -184,19 +182,19 @@ def materialize(view: View) -> str:
     src.update({d: rel("old", d) for d in view.dimensions})
     cols = [f"CAST({q(k.ref.table)}.{q(k.ref.column)} AS {k.type}) AS {q(k.name)}" for k in view.keys]
     for s in view.stored:
-        cols.append(f"CAST({_base_agg(view, s)} AS {s.type}) AS {q(s.column)}")
+        cols.append(f"{base_aggregate(view, s)} AS {q(s.column)}")
     where = f"\nWHERE {view.where}" if view.where else ""
     group = f"\nGROUP BY {', '.join(f'{q(k.ref.table)}.{q(k.ref.column)}' for k in view.keys)}" if keys else ""
     return f"SELECT {', '.join(cols)}\nFROM {_join_clause(view, src)}{where}{group}"
 
 
-def _base_agg(view: View, s: StoredAggregate) -> str:
+def base_aggregate(view: View, s: StoredAggregate) -> str:
+    """A stored aggregate computed from base rows (materialize; validation's sampled recompute)."""
     if s.kind == "count_star":
-        return "COUNT(*)"
+        return f"CAST(COUNT(*) AS {s.type})"
     arg = next(a for a in view.arguments if a.index == s.arg)
-    return {"count": f"COUNT({arg.sql})", "sum": f"SUM({arg.sql})", "min": f"MIN({arg.sql})", "max": f"MAX({arg.sql})"}[
-        s.kind
-    ]
+    func = {"count": "COUNT", "sum": "SUM", "min": "MIN", "max": "MAX"}[s.kind]
+    return f"CAST({func}({arg.sql}) AS {s.type})"
 
 
 # ------------------------------------------------------------------ MIN/MAX recompute (Figure 8)
@@ -345,44 +343,71 @@ def composed(a, column: Callable[[str], str], over: Callable[[str], str]) -> str
     return f"{a.rule[:3].upper()}(CASE WHEN {y} > 0 THEN ({over(a.source)}) END)"  # min_over_keys / max_over_keys
 
 
-def derived_summary_delta(edge, lower, upper_relation: str) -> str:
+def derived_summary_delta(edge: Edge, lower: LatticeNode, upper_relation: str, schema: Schema) -> str:
     """sd_<lower> from sd_<upper> along a derives edge (5.1, Appendix B): one GROUP BY over the
     upper summary-delta's rows joined with the edge's dimensions (their state after the batch; an
-    edge is only chosen when they did not change). Counts and sums add up, MIN/MAX compose, an
-    attribute e of the upper rows weighs by their COUNT(*) Y (SUM(e*Y)); a group lost rows when
-    one of its upper groups did (its MIN/MAX is then recomputed exactly, as from the change set)."""
+    edge is only chosen when they did not change). A group lost rows when one of its upper groups did
+    (its MIN/MAX is then recomputed exactly, as from the change set)."""
     u = q(edge.upper)
-    at = {(a.ref.table.lower(), a.ref.column.lower()): f"{q(a.relation)}.{q(a.column)}" for a in edge.attributes}
+    return edge_query(edge, lower.keys, lower.stored, f"{upper_relation} AS {u}", lambda c: f"{u}.{q(c)}",
+                      lambda j: rel("new", j.table), schema, lost=True)
 
-    def source(table: str, column: str) -> str:
-        if (table, column) not in at:
-            raise ValueError(f"edge {edge.upper} -> {edge.lower}: no source for {table}.{column}")
-        return at[(table, column)]
+
+def edge_query(edge: Edge, keys, stored, upper_from: str, upper_column: Callable[[str], str],
+               dimension: Callable[[JoinStep], str], schema: Schema, lost: bool = False,
+               null_safe_equal: Callable[[str, str, str], str] | None = None, comma_joins: bool = False) -> str:
+    """The lower point's rows computed from the upper point's rows along a derives edge (5.1, App. B):
+    one GROUP BY over the upper rows joined with the edge's dimensions; counts and sums add up, MIN/MAX
+    compose, an attribute e of the upper rows weighs by their COUNT(*) Y (SUM(e*Y)). The one builder
+    of that query: propagate runs it over summary-deltas (derived_summary_delta), validation over
+    summary tables (the rollup checks, with comma joins and a hashable null-safe equality).
+
+    upper_from: the upper relation with its alias; upper_column(c): its column c; dimension(j): the
+    relation a join step reads; lost: carry _ns_lost (summary-deltas); null_safe_equal(a, b, type):
+    how a dependency join compares (default IS NOT DISTINCT FROM)."""
+    same = null_safe_equal or (lambda a, b, _t: f"{a} IS NOT DISTINCT FROM {b}")
+    at = {(a.ref.table.lower(), a.ref.column.lower()): a for a in edge.attributes}
+    for j in edge.joins:  # join conditions may read dimension columns (snowflake) or the upper's keys
+        for s in j.on:
+            at.setdefault((s.ref.table.lower(), s.ref.column.lower()), s)
+
+    def source(a) -> str:
+        return upper_column(a.column) if a.relation == edge.upper else f"{q(a.relation)}.{q(a.column)}"
 
     def over_upper(sql: str) -> str:
-        return with_columns(sql, source)
+        def pick(table: str, column: str) -> str:
+            if (table, column) not in at:
+                raise ValueError(f"edge {edge.upper} -> {edge.lower}: no source for {table}.{column}")
+            return source(at[(table, column)])
 
-    keys = [over_upper(f"{q(k.ref.table)}.{q(k.ref.column)}") for k in lower.keys]
-    cols = [f"CAST({e} AS {k.type}) AS {q(k.name)}" for e, k in zip(keys, lower.keys)]
-    types = {s.column: s.type for s in lower.stored}
-    for a in edge.aggregates:
-        expr = composed(a, lambda c: f"{u}.{q(c)}", over_upper)
-        cols.append(f"CAST({expr} AS {types[a.column]}) AS {q(a.column)}")
-    cols.append(f"CAST(MAX({u}.{q(LOST)}) AS INT) AS {q(LOST)}")
-    parts = [f"{upper_relation} AS {u}"]
+        return with_columns(sql, pick)
+
+    exprs = [over_upper(f"{q(k.ref.table)}.{q(k.ref.column)}") for k in keys]
+    cols = [f"CAST({e} AS {k.type}) AS {q(k.name)}" for e, k in zip(exprs, keys)]
+    rule = {a.column: a for a in edge.aggregates}
+    for s in stored:
+        cols.append(f"CAST({composed(rule[s.column], upper_column, over_upper)} AS {s.type}) AS {q(s.column)}")
+    if lost:
+        cols.append(f"CAST(MAX({upper_column(LOST)}) AS INT) AS {q(LOST)}")
+    parts, conds = [upper_from], []
     for j in edge.joins:
+        dim = dimension(j)
         if j.via == "key":
-            dim = rel("new", j.table)
-            cond = " AND ".join(f"{q(j.table)}.{q(k)} = {q(s.relation)}.{q(s.column)}" for s, k in zip(j.on, j.key))
+            on = [f"{q(j.table)}.{q(k)} = {source(s)}" for s, k in zip(j.on, j.key)]
         else:  # a declared dependency key -> columns: one row per key value, compared null-safely
             picked = ", ".join(q(c) for c in dict.fromkeys((*j.key, *j.columns)))
-            dim = f"(SELECT DISTINCT {picked} FROM {rel('new', j.table)})"
-            cond = " AND ".join(f"{q(j.table)}.{q(k)} IS NOT DISTINCT FROM {q(s.relation)}.{q(s.column)}"
-                                for s, k in zip(j.on, j.key))
-        parts.append(f"JOIN {dim} AS {q(j.table)} ON {cond}")
-    where = f"\nWHERE {over_upper(edge.where)}" if edge.where else ""
-    group = f"\nGROUP BY {', '.join(keys)}" if keys else ""
-    return f"SELECT {', '.join(cols)}\nFROM {' '.join(parts)}{where}{group}"
+            dim = f"(SELECT DISTINCT {picked} FROM {dim})"
+            table = schema.table(j.table)
+            on = [same(f"{q(j.table)}.{q(k)}", source(s), table.column(k).type) for s, k in zip(j.on, j.key)]
+        if comma_joins:
+            parts.append(f"{dim} AS {q(j.table)}")
+            conds += on
+        else:
+            parts.append(f"JOIN {dim} AS {q(j.table)} ON {' AND '.join(on)}")
+    conds += [f"({over_upper(edge.where)})"] if edge.where else []
+    where = f"\nWHERE {' AND '.join(conds)}" if conds else ""
+    group = f"\nGROUP BY {', '.join(exprs)}" if exprs else ""
+    return f"SELECT {', '.join(cols)}\nFROM {(', ' if comma_joins else ' ').join(parts)}{where}{group}"
 
 
 def change_distincts(fact: str, joins, combos: list[tuple[tuple[str, str], ...]]) -> str:
@@ -393,6 +418,9 @@ def change_distincts(fact: str, joins, combos: list[tuple[tuple[str, str], ...]]
     view = View(name=f"_ns_stats_{fact}", file="", sql="", fact=fact, tables=(fact, *dims), joins=tuple(joins),
                 where=None, keys=())
     source = {fact: _signed(fact), **{d: rel("new", d) for d in dims}}
-    cols = [f"APPROX_DISTINCT(STRUCT({', '.join(f'{q(t)}.{q(c)}' for t, c in combo)})) AS {q(f'c{i}')}"
+    attrs = list(dict.fromkeys(a for combo in combos for a in combo))  # each as a plain alias _a<i>: sqlglot
+    alias = {a: f"_a{i}" for i, a in enumerate(attrs)}  # reads STRUCT("odd"."name") as a type otherwise
+    inner = ", ".join(f"{q(t)}.{q(c)} AS {alias[(t, c)]}" for t, c in attrs)
+    cols = [f"APPROX_DISTINCT(STRUCT({', '.join(alias[a] for a in combo)})) AS {q(f'c{i}')}"
             for i, combo in enumerate(combos)]
-    return f"SELECT {', '.join(cols)}\nFROM {_join_clause(view, source)}"
+    return f"SELECT {', '.join(cols)}\nFROM (SELECT {inner}\nFROM {_join_clause(view, source)}) AS {q('changes')}"

@@ -1,4 +1,6 @@
-"""The error hierarchy. Every message names the file, view, column or batch and says what to do."""
+"""The compiler's errors: what a project's files can get wrong. Every message names the file, view,
+column or batch and says what to do. The errors only a running night can meet (a bad change batch,
+an out-of-order batch, an unreachable warehouse, a changed plan) live in runtime/errors.py."""
 
 
 class NightshiftError(Exception):
@@ -19,19 +21,3 @@ class UnsupportedView(NightshiftError):
 
 class UnknownReference(UnsupportedView):
     """A summary view names a table or column that sql/schema.sql does not declare."""
-
-
-class BadChangeBatch(NightshiftError):
-    """A change batch does not match the schema, or its rows contradict the base tables."""
-
-
-class BatchOrderError(NightshiftError):
-    """A batch is out of order, or the lake and warehouse disagree about which batches are applied."""
-
-
-class WarehouseError(NightshiftError):
-    """The warehouse is unreachable or not in the state a step needs."""
-
-
-class PlanChanged(NightshiftError):
-    """The summary definitions changed since the summary tables were materialized."""

@@ -8,7 +8,7 @@ transpile the result to Spark, DuckDB or PostgreSQL.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 # ---------------------------------------------------------------- schema
@@ -158,7 +158,6 @@ class Plan:
     views: tuple[View, ...]
     dependencies: tuple[FunctionalDependency, ...] = ()
     fingerprint: str = ""
-    notes: tuple[str, ...] = field(default=())
 
     def view(self, name: str) -> View:
         low = name.lower()
@@ -176,7 +175,7 @@ class Plan:
 #
 # The lattice is a value like Plan: nodes are summary-deltas (the change set of a fact table, every
 # declared view, implied points), edges are the derives relation v_lower ≺^{d1..dm} v_upper of 5.1 with
-# its join labels. `lattice.dlattice.build_lattice` lists the passes that fill it in.
+# its join labels. `lattice.dlattice` lists the passes that fill it in.
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import BaseSensorOperator
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from lattice.errors import ConfigError
+from runtime.errors import ConfigError
 from nightshift import config
 
 WAREHOUSE_URL_ENV = "NIGHTSHIFT_WAREHOUSE_URL"  # nightshift.config lets it override [warehouse] url
@@ -132,7 +132,7 @@ def connection_url(conn) -> str:
 
 
 class NightshiftSparkSubmit(SparkSubmitOperator):
-    """SparkSubmitOperator for spark_jobs/submit.py that hands the child the warehouse URL of Airflow
+    """SparkSubmitOperator for nightshift/submit.py that hands the child the warehouse URL of Airflow
     connection `warehouse_conn_id` in NIGHTSHIFT_WAREHOUSE_URL.
 
     The URL is resolved in execute(), after Airflow rendered and stored the template fields, so the

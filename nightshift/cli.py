@@ -10,19 +10,23 @@ import sys
 import time
 from pathlib import Path
 
-from lattice.errors import NightshiftError
-from nightshift.errors import InjectedCrash
+from lattice.dlattice import build_lattice
+from nightshift import render
+from nightshift.config import load_project
+from nightshift.cycle import Cycle, stderr_progress
+from nightshift.errors import InjectedCrash, NightshiftError
+from nightshift.example import init_project
+from nightshift.oracle import check_all, compare
+from runtime.lake import Lake
+from runtime.night import NightPlan
+from spark_jobs.recompute import recompute
 
 EPILOG = "Docs: README.md. Batches apply in id order; every step is safe to rerun."
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
-    args, extra = parser.parse_known_args(argv)
-    if getattr(args, "func", None) is _bench:
-        args.options = extra  # bench's own options (python -m bench.run --help)
-    elif extra:
-        parser.parse_args(argv)  # reports the unrecognized arguments and exits 2
+    args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
@@ -64,7 +68,10 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--nights", type=int, default=3, help="nightly batches after the first (default 3)")
     c = cmd("plan", _plan, "Print the compiled plan: views, join trees, group-by keys, hidden columns, and the "
             "optimized D-lattice (paper 001, Section 5: which summary-delta is derived from which, join labels, "
-            "estimated and actual rows); writes plan.dot, plan.png and plan.json.")
+            "estimated and actual rows); writes plan.dot, plan.png and plan.json. With --batch ID: the night's plan "
+            "exactly as propagate ran it for that batch (parents, pre-aggregation, exact MIN/MAX, levels, options).")
+    c.add_argument("--batch", metavar="ID", help="show the night's plan of this propagated batch (default: the last "
+                   "propagated batch of this plan; before any, the plan costed with default statistics)")
     c.add_argument("--out", metavar="DIR", help="where to write plan.dot/plan.png/plan.json (default: the project folder)")
     c.add_argument("--json", action="store_true", help="machine-readable output")
     cmd("materialize", _materialize, "Build every summary table from the current base tables (one transaction).")
@@ -86,10 +93,6 @@ def _parser() -> argparse.ArgumentParser:
     c = cmd("verify", _verify, "Compare every served view with a from-scratch recompute (DuckDB and/or Spark).")
     c.add_argument("--engine", choices=["duckdb", "spark", "both"], default="duckdb")
     c = cmd("status", _status, "Show applied batches (ledger and lake) and pending batches.")
-    sub.add_parser("bench", add_help=False, help="Paper 001's performance study (Figure 10, Table 1): summary-delta "
-                   "maintenance with and without the lattice vs Spark/DuckDB recompute and the counting algorithm; "
-                   "writes bench/REPORT.md and plots (options: nightshift bench --help; --quick under 3 minutes)."
-                   ).set_defaults(func=_bench)
     c = cmd("demo", _demo, "Create the retail example, run its nights end to end, and check the result.", project=False)
     c.add_argument("--dir", default="demo-project", help="project folder to (re)create (default: demo-project)")
     c.add_argument("--rows", type=int, default=1_000_000, help="pos rows in the initial load (default 1000000)")
@@ -97,16 +100,11 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _cycle(args):
-    from nightshift.config import load_project
-    from nightshift.cycle import Cycle
-
+def _cycle(args) -> Cycle:
     return Cycle(load_project(args.project))
 
 
 def _init(args) -> int:
-    from nightshift.example import init_project
-
     ids = init_project(Path(args.dir), args.example, args.rows, args.nights)
     print(f"created project {args.dir}" + (f" with batches {', '.join(ids)}" if ids else ""))
     if ids:
@@ -115,68 +113,41 @@ def _init(args) -> int:
 
 
 def _plan(args) -> int:
-    from nightshift.config import load_project
-
     project = load_project(args.project)
     plan = project.plan
-    lattice, actual, batch = _lattice_of(project)
-    from nightshift import render
-
+    night, actual = _night_of(project, args.batch)
+    lattice = night.lattice if night and night.lattice else build_lattice(plan)
     files = render.write_files(lattice, Path(args.out) if args.out else project.root, actual)
-    from lattice.dlattice import levels
-
-    tiers = levels(lattice)
     if args.json:
-        import dataclasses
-
-        print(json.dumps({**dataclasses.asdict(plan), "lattice": render.to_dict(lattice, actual),
-                          "levels": [list(t) for t in tiers]}, indent=1))
+        print(json.dumps(render.plan_dict(plan, lattice, actual, night), indent=1))
         return 0
-    print(f"plan {plan.fingerprint}: {len(plan.views)} summary table(s)")
-    from lattice import emit
-    for v in plan.views:
-        joins = ", ".join(f"{j.child}.{'/'.join(j.child_columns)} -> {j.parent}" for j in v.joins) or "none"
-        print(f"\n{v.name}  ({v.file})")
-        print(f"  fact {v.fact}; joins: {joins}")
-        if v.where:
-            print(f"  filter: {v.where}")
-        print(f"  group by: {', '.join(k.name + ('' if k.declared else ' (hidden)') for k in v.keys) or '(none)'}")
-        for o in v.outputs:
-            if o.kind != "key":
-                extra = f" / {o.count_column}" if o.count_column else ""
-                print(f"  {o.name} = {o.kind.upper()} -> {o.source}{extra}")
-        print(f"  stored: {', '.join(f'{s.column} {s.kind}' for s in v.stored)}")
-        by = emit.preaggregation(v)
-        if by:
-            print(f"  pre-aggregation (4.1.3): fact changes grouped by {', '.join(by)} before joining "
-                  f"{', '.join(v.dimensions)} (when computed from the change set)")
-        if v.name.lower() in {n.lower() for n in project.new_keys}:
-            print("  refresh (4.3): every summary-delta group declared new ([refresh] new_keys), verified each night")
-    basis = f"costed with the statistics of batch {batch}; actual rows from its propagate" if batch else \
-        "costed with default statistics (no batch propagated yet)"
+    print(render.plan_text(plan, project.options, night))
+    basis = (f"costed with the statistics of batch {night.batch}; actual rows from its propagate" if night else
+             "costed with default statistics (no batch propagated yet)")
     print(f"\n{render.to_text(lattice, actual)}\n({basis})")
-    print("\nlevels (propagate --level K; one Airflow task each, in order):")
-    for k, tier in enumerate(tiers):
-        print(f"  {k}: {', '.join(tier)}")
+    print(render.levels_text(night.levels if night else render.shape_levels(plan)))
     print(f"wrote {', '.join(str(f) for f in files)}")
     return 0
 
 
-def _lattice_of(project):
-    """The D-lattice as the last propagated batch used it (its change counts and measured sizes, the
-    base's current sizes) with that batch's actual summary-delta rows; default statistics before any batch."""
-    from lattice.dlattice import build_lattice
-    from nightshift.lake import Lake
-
+def _night_of(project, batch: str | None) -> tuple[NightPlan | None, dict[str, int] | None]:
+    """The night's plan of `batch` as propagate wrote it (with its actual summary-delta rows once the
+    manifest is there); without a batch, the last propagated batch of this plan; (None, None) before any."""
     lake = Lake(project.lake)
-    plan = project.plan
-    for batch in reversed(lake.propagated_batches()):
-        m = lake.read_manifest(batch)
-        if m and m.get("plan") == plan.fingerprint and m.get("lattice", {}).get("enabled"):
-            change_rows = {t: m["inserted"][t] + m["deleted"][t] for t in m["inserted"]}
-            stats = lake.statistics(plan.schema, lake.state(), change_rows, lake.read_change_distincts(batch))
-            return build_lattice(plan, stats), {v: e["rows"] for v, e in m["views"].items()}, batch
-    return build_lattice(plan), None, None
+    fingerprint = project.plan.fingerprint
+    if batch is not None:
+        manifest, night = lake.read_manifest(batch), lake.read_night(batch)
+        if manifest is None and night is None:
+            raise NightshiftError(f"plan --batch {batch}: batch {batch} has not been propagated (no "
+                                  f"{lake.night_path(batch)}); run nightshift propagate --batch {batch}")
+        if manifest is not None:
+            return manifest.night, manifest.actual_rows()
+        return night, None
+    for b in reversed(lake.propagated_batches()):
+        manifest = lake.read_manifest(b)
+        if manifest and manifest.plan == fingerprint:
+            return manifest.night, manifest.actual_rows()
+    return None, None
 
 
 def _materialize(args) -> int:
@@ -203,14 +174,10 @@ def _run(args) -> int:
 
 
 def _verify_cycle(cycle, engine: str) -> list:
-    from nightshift.oracle import check_all, compare
-
     problems = []
     if engine in ("duckdb", "both"):
         problems += check_all(cycle.plan, cycle.lake, cycle.warehouse.read_view)
     if engine in ("spark", "both"):
-        from spark_jobs.recompute import recompute
-
         rows = recompute(cycle.spark, cycle.plan, cycle.lake)
         for v in cycle.plan.views:
             m = compare(v.name, rows[v.name], cycle.warehouse.read_view(v))
@@ -231,9 +198,7 @@ def _verify(args) -> int:
 
 
 def _validate(args) -> int:
-    from nightshift.config import load_project
-    from nightshift.cycle import stderr_progress
-    from nightshift.validate import validate_batch
+    from nightshift.validate import validate_batch  # deferred: Great Expectations takes seconds to import
 
     report = validate_batch(load_project(args.project), args.batch, args.sample, progress=stderr_progress)
     for w in report.warnings:
@@ -263,22 +228,7 @@ def _status(args) -> int:
     return 0
 
 
-def _bench(args) -> int:
-    """The study lives in bench/ of the source checkout (next to this package), not in the installed package."""
-    root = Path(__file__).resolve().parent.parent
-    if not (root / "bench" / "run.py").is_file():
-        raise NightshiftError(f"nightshift bench needs the source checkout: no bench/run.py under {root}")
-    sys.path.insert(0, str(root))
-    from bench.run import main as bench_main
-
-    return bench_main(args.options)
-
-
 def _demo(args) -> int:
-    from nightshift.config import load_project
-    from nightshift.cycle import Cycle
-    from nightshift.example import init_project
-
     target = Path(args.dir)
     if target.exists():
         if not (target / ".nightshift-demo").exists():
@@ -295,22 +245,17 @@ def _demo(args) -> int:
         results = cycle.run(b)
         table.append((b, {r.step: r for r in results}))
     t = time.perf_counter()
-    from nightshift.oracle import check_all
-
     problems = check_all(cycle.plan, cycle.lake, cycle.warehouse.read_view)
     duck_s = time.perf_counter() - t
     t = time.perf_counter()
-    from nightshift.oracle import compare
-    from spark_jobs.recompute import recompute
-
     rows = recompute(cycle.spark, cycle.plan, cycle.lake)
     spark_s = time.perf_counter() - t
     problems += [m for v in cycle.plan.views if (m := compare(v.name, rows[v.name], cycle.warehouse.read_view(v)))]
     print("\nbatch      change rows  propagate   refresh  apply-base   sd rows (per view)")
     for b, steps in table:
-        man = steps["propagate"].details
-        changes = sum(man.get("inserted", {}).values()) + sum(man.get("deleted", {}).values())
-        sd = " ".join(f"{k}={v['rows']}" for k, v in man.get("views", {}).items())
+        man = steps["propagate"].details  # the batch's Manifest
+        changes = man.night.info.rows
+        sd = " ".join(f"{d.view}={d.rows}" for d in man.deltas)
         print(f"{b:<10} {changes:>11}  {steps['propagate'].seconds:8.2f}s {steps['refresh'].seconds:8.2f}s "
               f"{steps['apply-base'].seconds:9.2f}s   {sd}")
     print(f"\nchecked against recomputation from scratch (recompute + bag comparison in Python of every row): "

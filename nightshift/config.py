@@ -12,8 +12,10 @@ from functools import cached_property
 from pathlib import Path
 
 from lattice import compile_project
-from lattice.errors import ConfigError
 from lattice.ir import FunctionalDependency, Plan
+from runtime.errors import ConfigError
+from runtime.options import Options
+from warehouse.store import mask
 
 _FD = re.compile(r"^\s*([A-Za-z_][\w, ]*?)\s*->\s*([A-Za-z_][\w, ]*?)\s*$")
 
@@ -49,7 +51,7 @@ class Project:
     dependencies: tuple[FunctionalDependency, ...]
     settings: dict
     warehouse_conn_id: str = ""  # [warehouse] airflow_conn_id: DAG tasks take the URL from this Airflow connection
-    new_keys: tuple[str, ...] = ()  # [refresh] new_keys: views whose summary-delta groups are all new every night (4.3)
+    options: Options = Options()  # the method's switches ([refresh] new_keys and NIGHTSHIFT_* flags), read once
 
     @property
     def name(self) -> str:
@@ -85,7 +87,8 @@ def load_project(root: str | Path) -> Project:
     url = _str(data, "warehouse", "url", "" if conn_id else "duckdb:///warehouse.duckdb", toml_file)
     url = os.environ.get("NIGHTSHIFT_WAREHOUSE_URL", url)  # credentials stay out of project files
     if url and "://" not in url:
-        raise ConfigError(f"{toml_file}: [warehouse] url {url!r} is not a SQLAlchemy URL (e.g. duckdb:///warehouse.duckdb)")
+        raise ConfigError(f"{toml_file}: [warehouse] url {mask(url)!r} is not a SQLAlchemy URL (e.g. duckdb:///warehouse.duckdb, "
+                          f"postgresql+psycopg://user@host/db); libpq keyword strings (host=... password=...) are not URLs")
     window = data.get("window", {})
     return Project(
         root=root,
@@ -100,7 +103,7 @@ def load_project(root: str | Path) -> Project:
         dependencies=_dependencies(data.get("dependencies", {}), toml_file),
         settings=data,
         warehouse_conn_id=conn_id,
-        new_keys=_names(data.get("refresh", {}), "new_keys", toml_file),
+        options=Options.read(os.environ, _names(data.get("refresh", {}), "new_keys", toml_file)),
     )
 
 

@@ -12,16 +12,23 @@ Batches apply strictly in id order; anything else is refused with a BatchOrderEr
 
 from __future__ import annotations
 
-import os
+import dataclasses
 import sys
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Callable
+from typing import Any, Callable
 
-from lattice.errors import BatchOrderError, ConfigError, PlanChanged, WarehouseError
 from nightshift.config import Project
-from nightshift.lake import Lake, LakeState, check_batch_id
+from runtime.errors import BatchOrderError, ConfigError, PlanChanged, WarehouseError
+from runtime.lake import Lake, check_batch_id
+from runtime.manifest import Manifest
+from runtime.night import BatchInfo
+from runtime.options import Options
+from spark_jobs.apply_base import apply_base
+from spark_jobs.materialize import materialize
+from spark_jobs.propagate import propagate
+from spark_jobs.session import get_spark
 from warehouse.store import RefreshHints, Warehouse, mask
 
 
@@ -35,7 +42,7 @@ class StepResult:
     batch: str | None
     skipped: str | None = None  # why nothing was done
     seconds: float = 0.0
-    details: dict = field(default_factory=dict)
+    details: Any = field(default_factory=dict)  # propagate: its Manifest (or LevelRecord); others: a dict
 
 
 class Cycle:
@@ -64,10 +71,16 @@ class Cycle:
             return self._spark
         if self._spark_factory is not None:
             return self._spark_factory()
-        from spark_jobs.session import get_spark
-
         self.progress(f"starting Spark ({self.project.spark_master})")
         return get_spark(self.project.spark_master, f"nightshift:{self.project.name}")
+
+    @property
+    def options(self) -> Options:
+        return self.project.options
+
+    def set_options(self, **changes) -> None:
+        """Switch the method's options for the next steps (the bench and tests compare with and without)."""
+        self.project = dataclasses.replace(self.project, options=dataclasses.replace(self.project.options, **changes))
 
     # ---------------------------------------------------------------- where are we
     def status(self, batch: str) -> str:
@@ -129,29 +142,26 @@ class Cycle:
         if status != "pending":
             return StepResult("propagate", batch, skipped=f"batch {batch} is already {status}")
         self._ensure_summary_tables()
-        from spark_jobs.propagate import propagate
-
         state = self.lake.state()
-        manifest = propagate(self.spark, self.plan, self.lake, batch, state, self.progress, level)
-        from spark_jobs.changes import BatchInfo
-
-        self._batch_info = (batch, state, BatchInfo(batch, manifest["inserted"], manifest["deleted"]))
+        result = propagate(self.spark, self.plan, self.lake, batch, state, self.options, self.progress, level)
+        if isinstance(result, Manifest):
+            self._batch_info = (batch, state, result.night.info)
         step = "propagate" if level is None else f"propagate --level {level}"
-        return StepResult(step, batch, seconds=time.perf_counter() - t0, details=manifest)
+        return StepResult(step, batch, seconds=time.perf_counter() - t0, details=result)
 
-    def refresh_hints(self, manifest: dict) -> RefreshHints:
-        """What 4.3 may rely on tonight: the manifest's insert_only and the declared new-key views."""
+    def refresh_hints(self, manifest: Manifest) -> RefreshHints:
+        """What 4.3 may rely on tonight: the night's insert_only and the declared new-key views."""
         names = {v.name.lower(): v.name for v in self.plan.views}
-        unknown = [n for n in self.project.new_keys if n.lower() not in names]
+        unknown = [n for n in self.options.new_keys if n.lower() not in names]
         if unknown:
             raise ConfigError(
                 f"{self.project.root / 'nightshift.toml'}: [refresh] new_keys: no summary view named {unknown[0]!r} "
                 f"(views: {', '.join(sorted(names.values()))})"
             )
         return RefreshHints(
-            insert_only=bool(manifest.get("insert_only")),
-            new_keys=frozenset(names[n.lower()] for n in self.project.new_keys),
-            optimize=os.environ.get("NIGHTSHIFT_REFRESH_OPT", "1") != "0",
+            insert_only=manifest.night.insert_only,
+            new_keys=frozenset(names[n.lower()] for n in self.options.new_keys),
+            optimize=self.options.refresh_optimize,
         )
 
     def refresh(self, batch: str) -> StepResult:
@@ -163,18 +173,18 @@ class Cycle:
         state = self.lake.state()
         if manifest is None:
             raise WarehouseError(f"refresh {batch}: no summary-deltas for batch {batch}; run nightshift propagate --batch {batch} first")
-        if manifest["plan"] != self.plan.fingerprint or manifest["base_state"] != state.last:
+        if manifest.plan != self.plan.fingerprint or manifest.base_state != state.last:
             raise WarehouseError(
                 f"refresh {batch}: the summary-deltas of batch {batch} are stale (computed for another plan or base state); "
                 f"rerun nightshift propagate --batch {batch}"
             )
         deltas = {}
         for v in self.plan.views:
-            entry = manifest["views"].get(v.name)
-            files = self.lake.delta_files(batch, entry["part"]) if entry else []
-            if entry is None or (entry["rows"] and not files):
+            entry = manifest.delta(v.name)
+            files = self.lake.delta_files(batch, entry.part) if entry else []
+            if entry is None or (entry.rows and not files):
                 raise WarehouseError(f"refresh {batch}: summary-delta of {v.name} is missing; rerun nightshift propagate --batch {batch}")
-            deltas[v.name] = (files, entry["prefix"])
+            deltas[v.name] = (files, entry.prefix)
         stats = self.warehouse.refresh(self.plan, batch, deltas, state.last or "", self.progress, self.refresh_hints(manifest))
         if stats is None:
             return StepResult("refresh", batch, skipped=f"batch {batch} is already in the ledger")
@@ -190,10 +200,8 @@ class Cycle:
                 f"apply-base {batch}: batch {batch} is not refreshed yet; the base must stay at the previous night "
                 f"until refresh commits (run nightshift refresh --batch {batch}, or run --batch {batch})"
             )
-        from spark_jobs.apply_base import apply_base
-
         state = self.lake.state()
-        info = None
+        info: BatchInfo | None = None
         if self._batch_info and self._batch_info[0] == batch and self._batch_info[1] == state:
             info = self._batch_info[2]
         details = apply_base(self.spark, self.plan, self.lake, batch, state, info, self.progress)
@@ -221,19 +229,11 @@ class Cycle:
 
     def materialize(self) -> StepResult:
         t0 = time.perf_counter()
-        from spark_jobs.materialize import materialize
-
         state = self.lake.state()
         out = self.lake.root / "materialized"
         views = materialize(self.spark, self.plan, self.lake, state, out, self.progress)
         self.warehouse.materialize(self.plan, {v.name: out / v.name for v in self.plan.views}, state.last or "", views)
         return StepResult("materialize", state.last, seconds=time.perf_counter() - t0, details=views)
 
-    def lake_state(self) -> LakeState:
-        return self.lake.state()
-
     def close(self) -> None:
         self.warehouse.dispose()
-
-
-__all__ = ["Cycle", "StepResult", "Lake"]

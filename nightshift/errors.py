@@ -1,9 +1,11 @@
-"""Re-export of the error hierarchy (it lives in lattice/ so the pure compiler can raise it too)."""
+"""The whole error hierarchy in one import for the application (compile-time errors from lattice/,
+runtime errors from runtime/)."""
 
-from lattice.errors import (  # noqa: F401
+from runtime.errors import (  # noqa: F401
     BadChangeBatch,
     BatchOrderError,
     ConfigError,
+    InjectedCrash,
     NightshiftError,
     PlanChanged,
     SchemaError,
@@ -11,7 +13,3 @@ from lattice.errors import (  # noqa: F401
     UnsupportedView,
     WarehouseError,
 )
-
-
-class InjectedCrash(RuntimeError):
-    """Raised at a fault-injection checkpoint (tests only; see nightshift.faults)."""

@@ -17,7 +17,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lattice.errors import ConfigError
+from runtime.errors import ConfigError
 
 REPO_SQL = Path(__file__).resolve().parent.parent / "sql"
 START = dt.date(2025, 11, 1)

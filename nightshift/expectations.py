@@ -16,7 +16,7 @@ summary table is ever pulled into Python.
     row_count_vs_previous     warning   warehouse               the row count moved more than a tolerance since last night
     sampled_recompute         critical  lake: DuckDB, Parquet   a sampled group recomputed from the base tables differs
 
-The suites are plain GX objects; `nightshift/validate.py` runs them and writes them as JSON into the
+The suites are plain GX objects; `nightshift/validate/` runs them and writes them as JSON into the
 project (gx/expectations/). The warehouse suite of a view runs on its storage table "<view>__ns"; its
 rollup checks also read the dimension tables their lattice edges join, which validate stages as
 temporary tables (dimension_relation) in GX's warehouse connection. The lake suite runs on the stored
@@ -25,18 +25,22 @@ rows of the sampled groups, copied next to the lake's base tables (DuckDB over t
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-import great_expectations as gx
-import great_expectations.expectations as gxe
-import sqlglot
+os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")  # before GX is imported: no usage statistics
 
-from lattice import emit, types
-from lattice.dlattice import build_lattice
-from lattice.ir import Edge, Lattice, Plan, Schema, StoredAggregate, View
-from lattice.passes.derives import derives, mark_cover, node_of_view
-from warehouse.dialects import q
+import great_expectations as gx  # noqa: E402
+import great_expectations.expectations as gxe  # noqa: E402
+
+from lattice import emit, types  # noqa: E402
+from lattice.graph import mark_cover  # noqa: E402
+from lattice.ir import Edge, Lattice, Plan, Schema, View  # noqa: E402
+from lattice.passes.derives import derives, node_of_view  # noqa: E402
+from lattice.sql import ident as q  # noqa: E402
+from lattice.sql import safe_name  # noqa: E402
+from lattice.sql import to_dialect  # noqa: E402
 
 Ident = Callable[[View, str], str]  # (view, name) -> the quoted identifier as named in the warehouse
 BATCH = "\x00batch\x00"  # stands for GX's {batch} (the asset's table) until the query is final
@@ -53,7 +57,7 @@ class SuiteSpec:
 
     view: str
     source: str  # 'warehouse' | 'lake'
-    table: str  # the table as the source names it (quoted for the warehouse)
+    table: str  # the table's name as the source stores it, unquoted (GX quotes it: sqlalchemy quoted_name)
     label: str  # the table for messages, e.g. SID_sales__ns
     suite: gx.ExpectationSuite
 
@@ -89,13 +93,12 @@ class Rollup:
         return out
 
 
-def rollups(plan: Plan, lattice: Lattice | None = None, chosen: Iterable[tuple[str, str]] = ()) -> tuple[Rollup, ...]:
+def rollups(plan: Plan, lattice: Lattice, chosen: Iterable[tuple[str, str]] = ()) -> tuple[Rollup, ...]:
     """The rollup checks: every cover edge of the D-lattice between two summary tables (the
     transitive reduction of ≺ over the views: Figure 3's SID_sales -> sCD_sales -> sR_sales, SID_sales
     -> SiC_sales), plus each `chosen` (child, parent) pair of views, e.g. the parents propagate chose
     tonight (lake manifest). Implied points and the change set are not tables: edges through them
-    are not checked. `lattice` defaults to build_lattice(plan)."""
-    lattice = lattice or build_lattice(plan)
+    are not checked. `lattice`: the night's D-lattice, or its shape (dlattice.lattice_shape)."""
     names = {v.name for v in plan.views}
     between = [e for e in lattice.edges if e.upper in names and e.lower in names]
     pairs = {(e.lower, e.upper) for e in mark_cover(between) if e.cover}
@@ -129,17 +132,17 @@ def dimensions_needed(rollups_: Iterable[Rollup], schema: Schema) -> dict[str, t
 # ---------------------------------------------------------------- suites
 
 
-def plan_suites(plan: Plan, ident: Ident = default_ident, dialect: str = "duckdb",
-                rollups_: tuple[Rollup, ...] | None = None) -> tuple[SuiteSpec, ...]:
+def plan_suites(plan: Plan, ident: Ident, dialect: str, edges: tuple[Rollup, ...],
+                storage: Callable[[View], str] = lambda v: v.storage_table) -> tuple[SuiteSpec, ...]:
     """Every suite of the plan: per view one on the warehouse (SQL in sqlglot `dialect`: duckdb or
-    postgres), one on the lake. `rollups_` defaults to rollups(plan)."""
-    edges = rollups(plan) if rollups_ is None else rollups_
+    postgres) with the rollup checks `edges` (rollups()), one on the lake. storage(view): the storage
+    table's name as the warehouse spells it (Warehouse.storage_name)."""
     out = []
     for v in plan.views:
         mine = tuple(r for r in edges if r.child.name == v.name)
-        out.append(SuiteSpec(v.name, "warehouse", ident(v, v.storage_table), v.storage_table,
+        out.append(SuiteSpec(v.name, "warehouse", storage(v), v.storage_table,
                              warehouse_suite(v, mine, ident, dialect, plan.schema)))
-        out.append(SuiteSpec(v.name, "lake", q(sample_table(v)), v.storage_table, lake_suite(v)))
+        out.append(SuiteSpec(v.name, "lake", sample_table(v), v.storage_table, lake_suite(v)))
     return tuple(out)
 
 
@@ -159,7 +162,7 @@ def keys_table(view: View) -> str:
 
 def row_count_parameters(view: View) -> tuple[str, str]:
     """Suite parameters of the row-count warning, filled in at run time from the ledger."""
-    return f"min_rows__{view.name}", f"max_rows__{view.name}"
+    return f"min_rows__{safe_name(view.name)}", f"max_rows__{safe_name(view.name)}"
 
 
 def warehouse_suite(view: View, rollups_: tuple[Rollup, ...] = (), ident: Ident = default_ident, dialect: str = "duckdb",
@@ -300,45 +303,15 @@ def _rollup_sql(r: Rollup, ident: Ident, dialect: str, schema: Schema) -> str:
 
 
 def _along_edge(r: Rollup, ident: Ident, dialect: str, schema: Schema) -> str:
-    """The parent summary table aggregated to the child's groups along the lattice edge: one GROUP BY
-    over the parent's rows joined with the edge's dimensions (dimension_relation), each stored
-    aggregate composed by its rule (AggregateSource). A dependency join (city -> region) reads the
-    DISTINCT projection and matches NULLs too, with a hashable NULL-safe equality."""
-    e, c, p = r.edge, r.child, r.parent
-    up = q("_ns_parent")
-    at = {(a.ref.table.lower(), a.ref.column.lower()): a for a in e.attributes}
-    for j in e.joins:  # join conditions may read dimension columns (snowflake) or the parent's keys
-        for s in j.on:
-            at.setdefault((s.ref.table.lower(), s.ref.column.lower()), s)
-
-    def source(a) -> str:
-        return f"{up}.{ident(p, a.column)}" if a.relation == p.name else f"{q(a.relation)}.{q(a.column)}"
-
-    def over_parent(sql: str) -> str:
-        return emit.with_columns(sql, lambda table, column: source(at[(table, column)]))
-
-    keys = [over_parent(f"{q(k.ref.table)}.{q(k.ref.column)}") for k in c.keys]
-    cols = [f"CAST({x} AS {k.type}) AS {q(k.name)}" for x, k in zip(keys, c.keys)]
-    rule = {a.column: a for a in e.aggregates}
-    for s in c.stored:
-        x = emit.composed(rule[s.column], lambda col: f"{up}.{ident(p, col)}", over_parent)
-        cols.append(f"CAST({x} AS {s.type}) AS {q(s.column)}")
-    parts, conds = [f"{ident(p, p.storage_table)} AS {up}"], []
-    for j in e.joins:  # comma joins: GX handles a query with JOIN differently (no alias for {batch})
-        dim = dimension_relation(j.table)
-        if j.via == "key":
-            conds += [f"{q(j.table)}.{q(k)} = {source(s)}" for s, k in zip(j.on, j.key)]
-        else:
-            picked = ", ".join(q(x) for x in dict.fromkeys((*j.key, *j.columns)))
-            dim = f"(SELECT DISTINCT {picked} FROM {dim})"
-            table = schema.table(j.table)
-            conds += [same(f"{q(j.table)}.{q(k)}", source(s), table.column(k).type) for s, k in zip(j.on, j.key)]
-        parts.append(f"{dim} AS {q(j.table)}")
-    conds += [f"({over_parent(e.where)})"] if e.where else []
-    where = f" WHERE {' AND '.join(conds)}" if conds else ""
-    group = f" GROUP BY {', '.join(keys)}" if keys else ""
-    sql = f"SELECT {', '.join(cols)} FROM {', '.join(parts)}{where}{group} HAVING COUNT(*) > 0"
-    return emit.to_dialect(sql, dialect)
+    """The parent summary table aggregated to the child's groups along the lattice edge (emit.edge_query,
+    the builder propagate uses too), over the staged dimensions (dimension_relation). Comma joins: GX
+    handles a query with JOIN differently (no alias for {batch}); a dependency join (city -> region)
+    matches NULLs with a hashable NULL-safe equality."""
+    p, up = r.parent, q("_ns_parent")
+    sql = emit.edge_query(r.edge, r.child.keys, r.child.stored, f"{ident(p, p.storage_table)} AS {up}",
+                          lambda col: f"{up}.{ident(p, col)}", lambda j: dimension_relation(j.table), schema,
+                          null_safe_equal=same, comma_joins=True)
+    return to_dialect(f"{sql} HAVING COUNT(*) > 0", dialect)
 
 
 def _base_from(view: View, fact: str | None = None) -> tuple[list[str], str, list[str]]:
@@ -369,7 +342,7 @@ def _recompute_sql(view: View) -> str:
     stored = ", ".join(q(s.column) for s in view.stored)
     refs, tables, where = _base_from(view)
     recomputed = ", ".join([f"{r} AS {q(k.name)}" for r, k in zip(refs, view.keys)]
-                           + [f"{_base_agg(view, s)} AS {q(s.column)}" for s in view.stored])
+                           + [f"{_duckdb(emit.base_aggregate(view, s))} AS {q(s.column)}" for s in view.stored])
     sampled = " AND ".join(f"{r} IS NOT DISTINCT FROM s.{q(k.name)}" for r, k in zip(refs, view.keys))
     where = where + [f"EXISTS (SELECT 1 FROM {q(keys_table(view))} AS s WHERE {sampled})"]
     aggs, tests = [], []
@@ -387,12 +360,5 @@ def _recompute_sql(view: View) -> str:
     )
 
 
-def _base_agg(view: View, s: StoredAggregate) -> str:
-    if s.kind == "count_star":
-        return "COUNT(*)"
-    func = {"count": "COUNT", "sum": "SUM", "min": "MIN", "max": "MAX"}[s.kind]
-    return f"CAST({func}({_duckdb(_arg(view, s.arg))}) AS {s.type})"
-
-
 def _duckdb(sql: str) -> str:
-    return sqlglot.transpile(sql, write="duckdb")[0]
+    return to_dialect(sql, "duckdb")

@@ -15,7 +15,8 @@ from pathlib import Path
 import duckdb
 
 from lattice.ir import Plan, Schema, View
-from nightshift.lake import Lake, LakeState
+from lattice.sql import duckdb_read_parquet, ident
+from runtime.lake import Lake, LakeState
 
 
 @dataclass(frozen=True)
@@ -61,12 +62,12 @@ def duckdb_base(lake: Lake, schema: Schema, state: LakeState | None = None, data
     con = duckdb.connect(database)
     for t in schema.tables:
         d = lake.current_base_dir(t.name, state)
-        name = '"' + t.name.replace('"', '""') + '"'
-        if d is not None and any(Path(d).glob("*.parquet")):
-            con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet('{d}/*.parquet', hive_partitioning = false)")
+        files = sorted(Path(d).glob("*.parquet")) if d is not None else []
+        if files:
+            con.execute(f"CREATE VIEW {ident(t.name)} AS SELECT * FROM {duckdb_read_parquet(files)}")
         else:
-            cols = ", ".join(f'"{c.name}" {c.type}' for c in t.columns)
-            con.execute(f"CREATE TABLE {name} ({cols})")
+            cols = ", ".join(f"{ident(c.name)} {c.type}" for c in t.columns)
+            con.execute(f"CREATE TABLE {ident(t.name)} ({cols})")
     return con
 
 

@@ -14,6 +14,10 @@ import json
 import os
 from pathlib import Path
 
+from lattice.dlattice import lattice_shape
+from lattice.graph import levels
+from nightshift.config import load_project
+
 CACHE = Path(".nightshift") / "plan-cache.json"
 _COMPILER = Path(__file__).resolve().parent.parent / "lattice"
 
@@ -31,7 +35,7 @@ def inputs_hash(root: Path) -> str:
 
 def plan_summary(root: str | Path) -> dict:
     """{"hash", "fingerprint", "views", "levels", "cached"}: levels = the D-lattice's points per level
-    (lattice.dlattice.levels), one propagate task each. cached says whether the file answered."""
+    (lattice.graph.levels of its shape), one propagate task each. cached says whether the file answered."""
     root = Path(root).resolve()
     digest = inputs_hash(root)
     path = root / CACHE
@@ -41,15 +45,12 @@ def plan_summary(root: str | Path) -> dict:
             return {**saved, "cached": True}
     except (OSError, ValueError):
         pass
-    from lattice.dlattice import build_lattice, levels
-    from nightshift.config import load_project
-
     plan = load_project(root).plan
     summary = {
         "hash": digest,
         "fingerprint": plan.fingerprint,
         "views": [v.name for v in plan.views],
-        "levels": [list(t) for t in levels(build_lattice(plan))],
+        "levels": [list(t) for t in levels(lattice_shape(plan))],
     }
     try:
         path.parent.mkdir(exist_ok=True)

@@ -15,10 +15,85 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from lattice.ir import Edge, JoinStep, Lattice, LatticeNode
-from lattice.passes.derives import topological_order
+import dataclasses
+
+from lattice import emit
+from lattice.dlattice import lattice_shape
+from lattice.graph import levels, topological_order
+from lattice.ir import Edge, JoinStep, Lattice, LatticeNode, Plan
+from runtime.night import NightPlan
+from runtime.options import Options
+from runtime.serial import to_json as serial_json
 
 Rows = dict[str, int] | None
+
+
+# ------------------------------------------------------------------ the compiled plan and the night's plan
+
+
+def plan_text(plan: Plan, options: Options, night: NightPlan | None = None) -> str:
+    """What `nightshift plan` prints before the lattice: every view, how it is stored and kept; with
+    a night, how that night kept it."""
+    head = f"plan {plan.fingerprint}: {len(plan.views)} summary table(s)"
+    if night is not None:
+        head += (f"\nnight {night.batch}: base at {night.base_state or '(empty)'}; {night.info.describe()}; "
+                 f"statistics {night.statistics}; options: {_options_text(night.options)}")
+    lines = [head]
+    new_keys = {n.lower() for n in (night.options if night else options).new_keys}
+    for v in plan.views:
+        joins = ", ".join(f"{j.child}.{'/'.join(j.child_columns)} -> {j.parent}" for j in v.joins) or "none"
+        lines += ["", f"{v.name}  ({v.file})", f"  fact {v.fact}; joins: {joins}"]
+        if v.where:
+            lines.append(f"  filter: {v.where}")
+        lines.append(f"  group by: {', '.join(k.name + ('' if k.declared else ' (hidden)') for k in v.keys) or '(none)'}")
+        for o in v.outputs:
+            if o.kind != "key":
+                extra = f" / {o.count_column}" if o.count_column else ""
+                lines.append(f"  {o.name} = {o.kind.upper()} -> {o.source}{extra}")
+        lines.append(f"  stored: {', '.join(f'{s.column} {s.kind}' for s in v.stored)}")
+        by = emit.preaggregation(v)
+        if by:
+            lines.append(f"  pre-aggregation (4.1.3): fact changes grouped by {', '.join(by)} before joining "
+                         f"{', '.join(v.dimensions)} (when computed from the change set)")
+        if v.name.lower() in new_keys:
+            lines.append("  refresh (4.3): every summary-delta group declared new ([refresh] new_keys), verified each night")
+        if night is not None:
+            lines += _night_lines(night, v.name)
+    return "\n".join(lines)
+
+
+def _night_lines(night: NightPlan, view: str) -> list[str]:
+    step, node = night.view(view), night.node(view)
+    where = "the change set" if node.from_changes else f"sd_{node.parent} (5.1)"
+    pre = f", pre-aggregated by {', '.join(node.preaggregated_by)}" if node.preaggregated_by else ""
+    exact = {"": "", "lost": "; exact MIN/MAX for every group that lost rows",
+             "weakly_minimal": "; exact MIN/MAX for groups a deleted extreme undercuts (4.3, weakly minimal)"}
+    return [f"  night {night.batch}: {step.mode} mode ({step.reason}); summary-delta from {where}{pre}, level "
+            f"{node.level}, part={step.part}{exact[step.exact_minmax]}"]
+
+
+def _options_text(options: Options) -> str:
+    flags = [name for name in ("lattice", "preaggregate", "weak_minimality", "refresh_optimize") if getattr(options, name)]
+    off = [name for name in ("lattice", "preaggregate", "weak_minimality", "refresh_optimize") if not getattr(options, name)]
+    return ", ".join(flags) + (f"; off: {', '.join(off)}" if off else "") + f"; statistics from {options.stats_rows} change rows"
+
+
+def shape_levels(plan: Plan) -> tuple[tuple[str, ...], ...]:
+    """The D-lattice's levels (from its shape: the same every night): one propagate task each."""
+    return levels(lattice_shape(plan))
+
+
+def levels_text(tiers: tuple[tuple[str, ...], ...]) -> str:
+    lines = ["levels (propagate --level K; one Airflow task each, in order):"]
+    lines += [f"  {k}: {', '.join(tier)}" for k, tier in enumerate(tiers)]
+    return "\n".join(lines)
+
+
+def plan_dict(plan: Plan, lattice: Lattice, actual: Rows, night: NightPlan | None) -> dict:
+    """`nightshift plan --json`: the compiled plan, the lattice, the levels and the night's plan."""
+    return {**dataclasses.asdict(plan), "lattice": to_dict(lattice, actual),
+            "levels": [list(t) for t in (night.levels if night else shape_levels(plan))],
+            "night": serial_json(night) if night else None}
 
 
 # ------------------------------------------------------------------ shared pieces

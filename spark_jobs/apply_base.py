@@ -16,9 +16,11 @@ from pyspark.sql import DataFrame, SparkSession
 
 from lattice.emit import rel
 from lattice.ir import Plan, Table
-from nightshift.faults import checkpoint
-from nightshift.lake import Lake, LakeState, parquet_rows
-from spark_jobs.changes import BatchInfo, load_batch, read_base
+from lattice.sql import ident
+from runtime.faults import checkpoint
+from runtime.lake import Lake, LakeState, parquet_rows
+from runtime.night import BatchInfo
+from spark_jobs.changes import load_batch, read_base
 
 
 def apply_base(
@@ -63,7 +65,7 @@ def _apply(spark: SparkSession, table: Table, old: DataFrame, info: BatchInfo) -
     dels = spark.table(rel('del', table.name))
     cols = list(table.column_names)
     keys = dels.dropDuplicates(cols)
-    cond = [old[c].eqNullSafe(keys[c]) for c in cols]
+    cond = [old[ident(c, "spark")].eqNullSafe(keys[ident(c, "spark")]) for c in cols]
     untouched = old.join(keys, cond, "left_anti")
     touched = old.join(keys, cond, "left_semi").exceptAll(dels)
     return untouched.unionByName(touched).unionByName(ins)

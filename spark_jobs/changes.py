@@ -19,31 +19,14 @@ from pyspark.sql import functions as F
 
 from lattice import types
 from lattice.emit import rel
-from lattice.errors import BadChangeBatch
 from lattice.ir import FunctionalDependency, Plan, Table
-from nightshift.lake import Lake, LakeState
+from lattice.sql import ident
+from runtime.errors import BadChangeBatch
+from runtime.lake import Lake, LakeState
+from runtime.night import BatchInfo
 
 OP = "_op"
 _SAMPLE = 3
-
-
-@dataclass(frozen=True)
-class BatchInfo:
-    batch: str
-    inserted: dict[str, int]
-    deleted: dict[str, int]
-
-    @property
-    def changed(self) -> frozenset[str]:
-        return frozenset(t for t in self.inserted if self.inserted[t] or self.deleted[t])
-
-    @property
-    def has_deletes(self) -> bool:
-        return any(self.deleted.values())
-
-    @property
-    def rows(self) -> int:
-        return sum(self.inserted.values()) + sum(self.deleted.values())
 
 
 # ---------------------------------------------------------------- base tables
@@ -55,8 +38,13 @@ def empty_frame(spark: SparkSession, table: Table) -> DataFrame:
     return spark.range(0).select(*[F.lit(None).cast(types.spark_type(c.type)).alias(c.name) for c in table.columns])
 
 
+def column(name: str):
+    """A DataFrame column by its exact name (any character, quoted by lattice.sql)."""
+    return F.col(ident(name, "spark"))
+
+
 def typed(df: DataFrame, table: Table) -> DataFrame:
-    return df.select(*[F.col(f"`{c.name}`").cast(types.spark_type(c.type)).alias(c.name) for c in table.columns])
+    return df.select(*[column(c.name).cast(types.spark_type(c.type)).alias(c.name) for c in table.columns])
 
 
 def read_base(spark: SparkSession, lake: Lake, table: Table, state: LakeState) -> DataFrame:
@@ -129,6 +117,7 @@ def _run_checks(spark: SparkSession, checks: list[Check]) -> None:
     if not checks:
         return
     parts = [f"SELECT {i} AS check, to_json(struct(*)) AS row FROM (SELECT * FROM ({c.sql}) LIMIT 1)" for i, c in enumerate(checks)]
+    # every check is Spark SQL written with lattice.sql.ident(..., "spark") for names
     found = spark.sql(" UNION ALL ".join(parts)).collect()
     if found:
         first = min(found, key=lambda r: r["check"])
@@ -140,8 +129,8 @@ def _read_changes(spark: SparkSession, table: Table, files: list[Path], n_ins: i
         empty = empty_frame(spark, table)
         return empty, empty
     raw = spark.read.parquet(*[str(f) for f in files])
-    ins = typed(raw.where(F.col(OP) == "insert"), table) if n_ins else empty_frame(spark, table)
-    dels = typed(raw.where(F.col(OP) == "delete"), table) if n_del else empty_frame(spark, table)
+    ins = typed(raw.where(column(OP) == "insert"), table) if n_ins else empty_frame(spark, table)
+    dels = typed(raw.where(column(OP) == "delete"), table) if n_del else empty_frame(spark, table)
     return ins, dels
 
 
@@ -230,19 +219,23 @@ def _check_file_schemas(table: Table, batch: str, files: list[Path]) -> None:
             )
 
 
+def _q(name: str) -> str:
+    return ident(name, "spark")
+
+
 def _nullsafe_on(cols: list[str], a: str, b: str) -> str:
-    return " AND ".join(f"{a}.`{c}` <=> {b}.`{c}`" for c in cols)
+    return " AND ".join(f"{a}.{_q(c)} <=> {b}.{_q(c)}" for c in cols)
 
 
 def _deletes_exist(table: Table, batch: str) -> Check:
     """Bag semantics: each deleted row image must match a distinct existing row of the base."""
     cols = list(table.column_names)
-    col_list = ", ".join(f"`{c}`" for c in cols)
+    col_list = ", ".join(_q(c) for c in cols)
     sql = f"""
         WITH d AS (SELECT {col_list}, COUNT(*) AS n FROM {rel('del', table.name)} GROUP BY {col_list}),
-             o AS (SELECT {', '.join(f'b.`{c}`' for c in cols)}, COUNT(*) AS m
+             o AS (SELECT {', '.join(f'b.{_q(c)}' for c in cols)}, COUNT(*) AS m
                    FROM {rel('old', table.name)} b LEFT SEMI JOIN d ON {_nullsafe_on(cols, 'b', 'd')}
-                   GROUP BY {', '.join(f'b.`{c}`' for c in cols)})
+                   GROUP BY {', '.join(f'b.{_q(c)}' for c in cols)})
         SELECT d.*, COALESCE(o.m, 0) AS m FROM d LEFT JOIN o ON {_nullsafe_on(cols, 'd', 'o')}
         WHERE COALESCE(o.m, 0) < d.n"""
 
@@ -270,7 +263,7 @@ def _register_new(spark: SparkSession, table: Table, info: BatchInfo, cache: boo
 
 
 def _primary_key(table: Table, batch: str) -> Check:
-    keys = ", ".join(f"`{c}`" for c in table.primary_key)
+    keys = ", ".join(_q(c) for c in table.primary_key)
 
     def error(r: dict) -> BadChangeBatch:
         key = ", ".join(f"{c}={r.get(c)!r}" for c in table.primary_key)
@@ -285,8 +278,8 @@ def _primary_key(table: Table, batch: str) -> Check:
 def _dependency_holds(fd: FunctionalDependency, batch: str) -> Check:
     """A declared dependency (nightshift.toml [dependencies], e.g. city -> region) lets the D-lattice
     derive one summary-delta from another through it (5.1): it must hold after the batch, NULLs too."""
-    lhs = ", ".join(f"`{c}`" for c in fd.lhs)
-    both = ", ".join(f"`{c}`" for c in (*fd.lhs, *fd.rhs))
+    lhs = ", ".join(_q(c) for c in fd.lhs)
+    both = ", ".join(_q(c) for c in (*fd.lhs, *fd.rhs))
     rule = f"{', '.join(fd.lhs)} -> {', '.join(fd.rhs)}"
 
     def error(r: dict) -> BadChangeBatch:
@@ -306,8 +299,8 @@ def _foreign_keys(table: Table, info: BatchInfo) -> list[Check]:
     checks = []
     for fk in table.foreign_keys:
         parent = fk.ref_table
-        on = " AND ".join(f"c.`{a}` = p.`{b}`" for a, b in zip(fk.columns, fk.ref_columns))
-        notnull = " AND ".join(f"c.`{a}` IS NOT NULL" for a in fk.columns)
+        on = " AND ".join(f"c.{_q(a)} = p.{_q(b)}" for a, b in zip(fk.columns, fk.ref_columns))
+        notnull = " AND ".join(f"c.{_q(a)} IS NOT NULL" for a in fk.columns)
 
         def orphan(r: dict, fk=fk, parent=parent) -> BadChangeBatch:
             vals = ", ".join(f"{a}={r.get(a)!r}" for a in fk.columns)

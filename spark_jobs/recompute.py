@@ -6,7 +6,8 @@ from pyspark.sql import SparkSession
 
 from lattice import emit
 from lattice.ir import Plan
-from nightshift.lake import Lake, LakeState
+from lattice.sql import to_dialect
+from runtime.lake import Lake, LakeState
 from spark_jobs.changes import read_base
 
 
@@ -15,4 +16,4 @@ def recompute(spark: SparkSession, plan: Plan, lake: Lake, state: LakeState | No
     state = state or lake.state()
     for t in plan.schema.tables:
         read_base(spark, lake, t, state).createOrReplaceTempView(t.name)
-    return {v.name: [tuple(r) for r in spark.sql(emit.to_dialect(emit.recompute(v), "spark")).collect()] for v in plan.views}
+    return {v.name: [tuple(r) for r in spark.sql(to_dialect(emit.recompute(v), "spark")).collect()] for v in plan.views}

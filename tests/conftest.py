@@ -19,16 +19,39 @@ os.environ.setdefault(
     # one session runs thousands of queries: keep the status store (plans of finished queries) small
     "spark.sql.ui.retainedExecutions=50;spark.ui.retainedJobs=100;spark.ui.retainedStages=100;spark.ui.retainedTasks=1000",
 )
-os.environ.setdefault("NIGHTSHIFT_DRIVER_MEMORY", "2g")
+os.environ.setdefault("NIGHTSHIFT_DRIVER_MEMORY", "4g")
+
+
+# Modules that start Airflow, a Spark cluster or the nightshift CLI in subprocesses: slow as a whole.
+SLOW_MODULES = {"test_dags", "test_airflow_setup", "test_cluster", "test_cli"}
+
+
+def pytest_collection_modifyitems(items):
+    """`slow` marks every test that starts Spark (the `spark` fixture) or runs in SLOW_MODULES;
+    `make test-fast` runs the others (pytest -m "not slow")."""
+    for item in items:
+        if {"spark", "spark_session"} & set(item.fixturenames) or item.module.__name__ in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")
-def spark():
+def spark_session():
     from spark_jobs.session import get_spark
 
     session = get_spark("local[2]", "nightshift-tests")
     yield session
     session.stop()
+
+
+@pytest.fixture
+def spark(spark_session):
+    """The session's one SparkSession; after each test its temporary views and cached frames go, so
+    a long session does not keep every test's plans (and their broadcasts) alive on the driver."""
+    yield spark_session
+    spark_session.catalog.clearCache()
+    for table in spark_session.catalog.listTables():
+        if table.isTemporary:
+            spark_session.catalog.dropTempView(table.name)
 
 
 @pytest.fixture

@@ -96,7 +96,7 @@ CONNECTION_PROBE = """
 import json, os, sys
 from airflow.sdk._shared.secrets_masker import redact
 from nightshift.airflow_ext import warehouse_url_override
-from lattice.errors import ConfigError
+from nightshift.errors import ConfigError
 out = {"url": warehouse_url_override("ns_wh")}
 out["redacted"] = [redact(s) for s in (out["url"], "pw=" + sys.argv[1], "quoted=" + sys.argv[2])]
 try:

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from harness import ARROW, FIGURE_1, BatchGenerator, Model, make_project, write_changes
-from lattice.errors import BadChangeBatch, BatchOrderError, ConfigError, UnsupportedView, WarehouseError
+from nightshift.errors import BadChangeBatch, BatchOrderError, ConfigError, UnsupportedView, WarehouseError
 from nightshift.config import load_project
 from nightshift.cycle import Cycle
 from nightshift.oracle import bag
@@ -25,12 +25,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="session")
-def template(tmp_path_factory, spark):
+def template(tmp_path_factory, spark_session):
     """A project with its initial load and one night applied (built once, copied per test)."""
     root = make_project(tmp_path_factory.mktemp("template") / "proj", FIGURE_1)
     model = Model()
     gen = BatchGenerator(11, model)
-    cycle = Cycle(load_project(root), spark=spark, progress=lambda _: None)
+    cycle = Cycle(load_project(root), spark=spark_session, progress=lambda _: None)
     for batch, changes in (("b0000", gen.initial()), ("b0001", None)):
         changes = changes or gen.night()
         write_changes(root, batch, changes)

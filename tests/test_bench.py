@@ -45,19 +45,19 @@ def test_skew_concentrates_sales_on_the_first_items():
 
 
 def test_bench_builds_report_and_plots(spark, tmp_path):
-    from nightshift.cli import main
+    from bench.run import main
     from nightshift.config import load_project
     from nightshift.cycle import Cycle
     from nightshift.oracle import check_all
 
     out = tmp_path / "report" / "REPORT.md"
     # --quick's own sizes take about 3 minutes (bench/README.md); here they are shrunk further, flag kept
-    rc = main(["bench", "--quick", "--pos-sweep", "2000", "--fixed-pos", "2000", "--change-sweep", "100", "--large-pos", "0",
+    rc = main(["--quick", "--pos-sweep", "2000", "--fixed-pos", "2000", "--change-sweep", "100", "--large-pos", "0",
                "--fixed-changes", "100", "--work", str(tmp_path / "work"), "--out", str(out)])
     assert rc == 0
     text = out.read_text()
     for section in ("## Headline ratios", "## Every night", "## Table 1", "window / Spark rematerialize",
-                    "rows read by propagate: no lattice / lattice", "plots/figure10.png", "nightshift bench --quick --pos-sweep 2000"):
+                    "rows read by propagate: no lattice / lattice", "plots/figure10.png", "python -m bench.run --quick --pos-sweep 2000"):
         assert section in text, section
     png = out.parent / "plots" / "figure10.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
@@ -72,6 +72,6 @@ def test_bench_builds_report_and_plots(spark, tmp_path):
 
 
 def test_bench_help_from_the_command_line():
-    r = subprocess.run([sys.executable, "-m", "nightshift.cli", "bench", "--help"], capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-m", "bench.run", "--help"], capture_output=True, text=True,
                        cwd=ROOT, timeout=60)
     assert r.returncode == 0 and "--quick" in r.stdout and "--skew" in r.stdout

@@ -259,3 +259,7 @@ def test_batch_and_window_of_runs_with_and_without_a_logical_date(monkeypatch):
     assert d.window_of(w, manual)[0] == "2026-11-24T01:30:00+00:00"
     with pytest.raises(ValueError, match="manual__2 has no logical date and no batch_id"):
         d.batch_of(SimpleNamespace(run_id="manual__2", conf=None, logical_date=None))
+    # a batch id is checked before it reaches the sensor's glob or a path
+    for bad in ("../../etc", "*", "b1/../b2", "b 1"):
+        with pytest.raises(ValueError, match=r"manual__3: conf batch_id: batch id .* is not valid"):
+            d.batch_of(SimpleNamespace(run_id="manual__3", conf={"batch_id": bad}, logical_date=None))

@@ -21,7 +21,7 @@ CRASH_POINTS = (
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
-def prepared(request, tmp_path_factory, spark):
+def prepared(request, tmp_path_factory, spark_session):
     """A project after two nights, plus night 3 (with deletes and a dimension change) landed but not run,
     and a clean run of night 3 on a copy to compare against; on each warehouse backend."""
     base = tmp_path_factory.mktemp("faults")
@@ -29,7 +29,7 @@ def prepared(request, tmp_path_factory, spark):
     root = make_project(base / "proj", VIEWS, url=pg("faults") if pg else None)
     model = Model()
     gen = BatchGenerator(5, model)
-    cycle = Cycle(load_project(root), spark=spark, progress=lambda _: None)
+    cycle = Cycle(load_project(root), spark=spark_session, progress=lambda _: None)
     run_nights(cycle, root, gen, model, 2)
     night = {}
     while not (night.get("pos") and any(op == "delete" for op, _ in night["pos"]) and night.get("items")):
@@ -40,7 +40,7 @@ def prepared(request, tmp_path_factory, spark):
     write_changes(root, "b0003", night)
     cycle.close()
     clean = copy_project(root, base / "clean", pg)
-    c = Cycle(load_project(clean), spark=spark, progress=lambda _: None)
+    c = Cycle(load_project(clean), spark=spark_session, progress=lambda _: None)
     c.run("b0003")
     c.close()
     model.apply(night)

@@ -18,6 +18,7 @@ from lattice.compile import compile_project
 from lattice.errors import SchemaError, UnknownReference, UnsupportedView
 from lattice.ir import ColumnRef, GroupKey, Join, View
 from lattice.passes.parse_schema import parse_schema
+from lattice.sql import to_dialect
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_SQL = (ROOT / "sql" / "schema.sql").read_text()
@@ -768,7 +769,7 @@ EMIT_VIEWS = {v.name: v for v in _views_for_emit()}
 
 def _roundtrip(sql: str) -> None:
     for dialect in ("spark", "duckdb"):
-        out = emit.to_dialect(sql, dialect)
+        out = to_dialect(sql, dialect)
         parsed = sqlglot.parse_one(out, read=dialect)
         assert isinstance(parsed, exp.Query), (dialect, out)
 
@@ -780,7 +781,7 @@ def test_summary_delta_is_valid_spark_and_duckdb(name, changed):
     sql = emit.summary_delta(view, changed)
     _roundtrip(sql)
     # Typed like the summary table: one output column per key and stored aggregate, plus _ns_lost.
-    select = sqlglot.parse_one(emit.to_dialect(sql, "spark"), read="spark")
+    select = sqlglot.parse_one(to_dialect(sql, "spark"), read="spark")
     names = [e.alias_or_name for e in select.expressions]
     assert names == [k.name for k in view.keys] + [s.column for s in view.stored] + [emit.LOST]
 

@@ -9,8 +9,9 @@ import shutil
 import pyarrow.parquet as pq
 import pytest
 
-from lattice.dlattice import build_lattice, levels
-from lattice.errors import BatchOrderError, WarehouseError
+from lattice.dlattice import lattice_shape
+from lattice.graph import levels
+from nightshift.errors import BatchOrderError, WarehouseError
 from harness import EXTENDED, FIGURE_1, BatchGenerator, Model, make_project, write_changes
 from nightshift.config import load_project
 from nightshift.cycle import Cycle
@@ -24,9 +25,9 @@ def deltas(cycle, batch: str) -> dict:
     m = cycle.lake.read_manifest(batch)
     out = {}
     for v in cycle.plan.views:
-        entry = m["views"][v.name]
-        cols = [entry["prefix"] + c for c in [k.name for k in v.keys] + [s.column for s in v.stored] + ["_ns_lost"]]
-        files = cycle.lake.delta_files(batch, entry["part"])
+        entry = m.delta(v.name)
+        cols = [entry.prefix + c for c in [k.name for k in v.keys] + [s.column for s in v.stored] + ["_ns_lost"]]
+        files = cycle.lake.delta_files(batch, entry.part)
         rows = [tuple(r[c] for c in cols) for f in files for r in pq.read_table(f, columns=cols).to_pylist()]
         out[v.name] = bag(rows)
     return out
@@ -55,15 +56,15 @@ def lattice_equals_direct(root, spark, monkeypatch, views: dict, seed: int, nigh
         batch = f"b{n:04d}"
         changes = gen.initial() if n == 0 else gen.night()
         write_changes(root, batch, changes)
-        monkeypatch.setenv("NIGHTSHIFT_LATTICE", "0")
+        cycle.set_options(lattice=False)
         direct = cycle.propagate(batch).details
-        assert direct["lattice"] == {"enabled": False}
+        assert direct.night.lattice is None and direct.night.statistics == "off"
         straight = deltas(cycle, batch)
         shutil.rmtree(cycle.lake.delta_root(batch))
-        monkeypatch.delenv("NIGHTSHIFT_LATTICE")
+        cycle.set_options(lattice=True)
         manifest = cycle.propagate(batch).details
-        derived |= {f"{p['parent']} -> {v}" for v, p in manifest["lattice"]["nodes"].items() if p["parent"] != "Δpos"}
-        if set(manifest["changed"]) <= {"pos"}:
+        derived |= {f"{parent} -> {v}" for v, parent in manifest.night.chosen_parents}
+        if manifest.night.info.changed <= {"pos"}:
             assert deltas(cycle, batch) == straight, f"seed {seed}, batch {batch}: lattice != direct"
             strict += 1
         cycle.refresh(batch)
@@ -83,12 +84,13 @@ def test_lattice_summary_deltas_equal_direct_ones(tmp_path, spark, monkeypatch):
     derived, strict = lattice_equals_direct(root, spark, monkeypatch, VIEWS, 8, 6)
     assert len(list((root / "lake" / "stats").glob("batch_id=*.json"))) == 6  # one cached pass per batch
     cycle = Cycle(load_project(root), spark=spark, progress=lambda _: None)
-    lattice = cycle.lake.read_manifest("b0005")["lattice"]
+    manifest = cycle.lake.read_manifest("b0005")
     cycle.close()
-    assert lattice["statistics"] == "measured"
-    for view, node in lattice["nodes"].items():  # measured sizes: estimates near the actual rows
-        if "actual_rows" in node and node["parent"] == "Δpos":
-            assert abs(node["estimated_rows"] - node["actual_rows"]) <= 0.1 * node["actual_rows"] + 2, (view, node)
+    assert manifest.night.statistics == "measured"
+    actual = manifest.actual_rows()
+    for node in manifest.night.nodes:  # measured sizes: estimates near the actual rows
+        if node.node in actual and node.from_changes:
+            assert abs(node.estimated_rows - actual[node.node]) <= 0.1 * actual[node.node] + 2, (node, actual[node.node])
     assert derived, "no summary-delta was derived from another one: the lattice was not exercised"
     assert strict >= 2, "too few fact-only nights to compare summary-deltas row for row"
 
@@ -125,7 +127,7 @@ def test_propagate_level_by_level_equals_one_job(tmp_path, spark):
     model = Model()
     gen = BatchGenerator(31, model)
     cycle = Cycle(load_project(root), spark=spark, progress=lambda _: None)
-    tiers = levels(build_lattice(cycle.plan))
+    tiers = levels(lattice_shape(cycle.plan))
     assert len(tiers) >= 3 and sorted(n for t in tiers for n in t if n in VIEWS) == sorted(VIEWS)
     for n in range(2):
         batch = f"b{n:04d}"
@@ -141,7 +143,7 @@ def test_propagate_level_by_level_equals_one_job(tmp_path, spark):
             with pytest.raises(WarehouseError, match="no summary-deltas"):
                 cycle.refresh(batch)
             cycle.propagate(batch, k)
-        assert cycle.lake.read_manifest(batch)["levels"] == len(tiers)
+        assert cycle.lake.read_manifest(batch).night.levels == tiers
         assert deltas(cycle, batch) == one_job, f"batch {batch}: level by level != one job"
         if n == 1:  # on-call clears propagate_level_0 only: the later levels must run again before refresh
             cycle.propagate(batch, 0)

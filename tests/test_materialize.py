@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from harness import EXTENDED, FIGURE_1, BatchGenerator, Model, make_project, run_nights, write_changes
-from lattice.errors import PlanChanged, WarehouseError
+from nightshift.errors import PlanChanged, WarehouseError
 from nightshift.config import load_project
 from nightshift.cycle import Cycle
 from nightshift.oracle import bag

@@ -136,7 +136,7 @@ def test_names_that_need_quoting_work_and_cannot_inject(tmp_path, spark, warehou
 
 def test_unreachable_postgres_names_the_url_without_its_password(tmp_path):
     wh = Warehouse("postgresql+psycopg://nightshift:s3cret-pw@127.0.0.1:1/test?connect_timeout=2", tmp_path)
-    from lattice.errors import WarehouseError
+    from nightshift.errors import WarehouseError
 
     with pytest.raises(WarehouseError) as e:
         wh.engine

@@ -18,11 +18,12 @@ import duckdb
 import pytest
 
 from harness import EXTENDED, FIGURE_1, make_project, write_changes
-from lattice.errors import BatchOrderError
+from lattice.dlattice import lattice_shape
+from nightshift.errors import BatchOrderError
 from nightshift import expectations as ex
 from nightshift.config import load_project
 from nightshift.cycle import Cycle
-from nightshift.lake import Lake
+from runtime.lake import Lake
 from nightshift.validate import ValidationFailed, chosen_parents, validate_batch
 
 BATCH = "b0001"
@@ -65,9 +66,9 @@ NIGHT = {
 
 
 @pytest.fixture(scope="module")
-def night(tmp_path_factory, spark):
+def night(tmp_path_factory, spark_session):
     root = make_project(tmp_path_factory.mktemp("validate") / "p", VIEWS)
-    cycle = Cycle(load_project(root), spark=spark, progress=lambda _: None)
+    cycle = Cycle(load_project(root), spark=spark_session, progress=lambda _: None)
     for batch, changes in (("b0000", INITIAL), (BATCH, NIGHT)):
         write_changes(root, batch, changes)
         cycle.run(batch)
@@ -113,7 +114,7 @@ def test_rollup_checks_follow_the_lattice():
     def pairs(rollups):
         return {(r.child.name, r.parent.name): r.dimensions for r in rollups}
 
-    assert pairs(ex.rollups(plan(FIGURE_1))) == {
+    assert pairs(ex.rollups(plan(FIGURE_1), lattice_shape(plan(FIGURE_1)))) == {
         ("sCD_sales", "SID_sales"): {"stores": ("storeID", "city")},
         ("SiC_sales", "SID_sales"): {"items": ("itemID", "category")},
         ("sR_sales", "sCD_sales"): {"stores": ("city", "region")},
@@ -121,7 +122,7 @@ def test_rollup_checks_follow_the_lattice():
     }
     # sD_sales(date) and sS_sales(storeID) sit below sCD_sales and SiC_sales; sS_sales now lies between
     # SiC_sales and sR_sales; SID_sales -> sD_sales is not a cover edge
-    assert pairs(ex.rollups(plan(VIEWS))) == {
+    assert pairs(ex.rollups(plan(VIEWS), lattice_shape(plan(VIEWS)))) == {
         ("sCD_sales", "SID_sales"): {"stores": ("storeID", "city")},
         ("SiC_sales", "SID_sales"): {"items": ("itemID", "category")},
         ("sR_sales", "sCD_sales"): {"stores": ("city", "region")},
@@ -130,11 +131,11 @@ def test_rollup_checks_follow_the_lattice():
         ("sS_sales", "SiC_sales"): {},
     }
     # the parent propagate chose tonight is checked too, if it is a lattice edge between views
-    chosen = pairs(ex.rollups(plan(VIEWS), chosen=[("sD_sales", "SID_sales"), ("SID_sales", "sR_sales"), ("sR_sales", "Δpos")]))
-    assert set(chosen) - set(pairs(ex.rollups(plan(VIEWS)))) == {("sD_sales", "SID_sales")}
+    chosen = pairs(ex.rollups(plan(VIEWS), lattice_shape(plan(VIEWS)), chosen=[("sD_sales", "SID_sales"), ("SID_sales", "sR_sales"), ("sR_sales", "Δpos")]))
+    assert set(chosen) - set(pairs(ex.rollups(plan(VIEWS), lattice_shape(plan(VIEWS))))) == {("sD_sales", "SID_sales")}
     # a different filter is a different fact subset: no edge
     filtered = {**VIEWS, "sD_sales": VIEWS["sD_sales"].replace("FROM pos", "FROM pos WHERE qty > 1")}
-    assert not any("sD_sales" in pair for pair in pairs(ex.rollups(plan(filtered))))
+    assert not any("sD_sales" in pair for pair in pairs(ex.rollups(plan(filtered), lattice_shape(plan(filtered)))))
 
 
 def test_clean_night_passes_every_expectation(project):
@@ -144,7 +145,7 @@ def test_clean_night_passes_every_expectation(project):
     # tonight propagate derived sd_sD_sales from sd_SID_sales (not a cover edge): checked as well
     chosen = chosen_parents(Lake(project / "lake").read_manifest(BATCH))
     assert ("sD_sales", "SID_sales") in chosen
-    specs = ex.plan_suites(plan, rollups_=ex.rollups(plan, chosen=chosen))
+    specs = ex.plan_suites(plan, ex.default_ident, "duckdb", ex.rollups(plan, lattice_shape(plan), chosen))
     assert report.expectations == sum(len(s.suite.expectations) for s in specs) == 50
     checks = {e.meta["nightshift"]["check"] for s in specs for e in s.suite.expectations}
     assert checks == {"unique_groups", "count_star_positive", "count_within_count_star", "null_iff_count_zero",

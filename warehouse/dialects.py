@@ -11,21 +11,15 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import sqlalchemy as sa
+
 from lattice.ir import StoredAggregate, View
-
-
-def q(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def lit(s: str) -> str:
-    return "'" + s.replace("'", "''") + "'"
-
-
-def read_parquet(files: list[Path]) -> str:
-    """DuckDB's read_parquet over exactly these files; no hive partition columns from folder names
-    such as batch_id=<ID>."""
-    return "read_parquet([" + ", ".join(lit(str(f)) for f in files) + "], hive_partitioning = false)"
+from lattice.sql import duckdb_read_parquet
+from lattice.sql import ident as q
+from runtime.errors import ConfigError
 
 
 # ---------------------------------------------------------------- Figure 8, shared by every backend
@@ -66,6 +60,9 @@ def delta_columns(view: View) -> list[tuple[str, str]]:
 
 
 class Dialect:
+    """What both backends share (every statement here runs on DuckDB and on PostgreSQL); what differs
+    is a method of DuckDBDialect or PostgresDialect."""
+
     name = "generic"
     min_key_check = True  # 4.3's min-key check reads one aggregate per group-by column of the summary table
 
@@ -116,7 +113,8 @@ class Dialect:
         """Serialize refreshes of one warehouse (no-op where the engine already has one writer)."""
 
     def create_temp_as(self, conn, table: str, select: str) -> None:
-        conn.exec_driver_sql(f"CREATE OR REPLACE TEMP TABLE {q(table)} AS {select}")
+        """(Re)create temporary table `table` as the result of `select`, dropped at commit or session end."""
+        raise NotImplementedError
 
     def stage_parquet(self, conn, table: str, files: list[Path], columns: list[tuple[str, str, str]]) -> None:
         """Load Parquet files into temporary table `table`: (source column, column, type) each."""
@@ -231,9 +229,12 @@ class DuckDBDialect(Dialect):
 
     name = "duckdb"
 
+    def create_temp_as(self, conn, table: str, select: str) -> None:
+        conn.exec_driver_sql(f"CREATE OR REPLACE TEMP TABLE {q(table)} AS {select}")
+
     def stage_parquet(self, conn, table: str, files: list[Path], columns: list[tuple[str, str, str]]) -> None:
         select = ", ".join(f"{q(src)} AS {q(dst)}" for src, dst, _ in columns)
-        self.create_temp_as(conn, table, f"SELECT {select} FROM {read_parquet(files)}")
+        self.create_temp_as(conn, table, f"SELECT {select} FROM {duckdb_read_parquet(files)}")
 
 
 class PostgresDialect(Dialect):
@@ -321,8 +322,6 @@ class PostgresDialect(Dialect):
     def insert_new_keys(self, conn, view: View, delta: str) -> None:
         """4.3: a plain INSERT (no ON CONFLICT); the unique index still rejects an existing group,
         which the caller reports as a violated new-key declaration (the transaction rolls back)."""
-        import sqlalchemy as sa
-
         try:
             with conn.begin_nested():
                 self.insert_fresh(conn, view, delta)
@@ -338,10 +337,6 @@ def copy_parquet(conn, table: str, files: list[Path], columns: list[tuple[str, s
                  quoted_table: bool = False) -> int:
     """Stream Parquet files into `table` with COPY … FROM STDIN (CSV written by Arrow in C++):
     no row-by-row INSERTs, no Python loop over rows. Returns the rows copied."""
-    import pyarrow as pa
-    import pyarrow.csv as pacsv
-    import pyarrow.parquet as pq
-
     target = table if quoted_table else q(table)
     names = ", ".join(q(dst) for _, dst, _ in columns)
     raw = conn.connection.dbapi_connection
@@ -363,8 +358,6 @@ def dialect_for(url: str) -> Dialect:
         return DuckDBDialect()
     if scheme in ("postgresql", "postgres"):
         return PostgresDialect()
-    from lattice.errors import ConfigError
-
     raise ConfigError(
         f"[warehouse] url {url.split('://')[0]}://...: unsupported backend "
         f"(use duckdb:///file.duckdb or postgresql+psycopg://user@host/db)"

@@ -18,10 +18,12 @@ from typing import Callable
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-from lattice.errors import PlanChanged, WarehouseError
 from lattice.ir import Plan, View
-from nightshift.faults import checkpoint
-from warehouse.dialects import Dialect, NewKeyConflict, delta_columns, dialect_for, lit, q
+from lattice.sql import ident as q
+from lattice.sql import literal as lit
+from runtime.errors import PlanChanged, WarehouseError
+from runtime.faults import checkpoint
+from warehouse.dialects import Dialect, NewKeyConflict, delta_columns, dialect_for
 
 LEDGER = "ns_ledger"
 
@@ -57,12 +59,17 @@ def _stamp(value) -> str | None:
     return None if value is None else (value.isoformat(sep=" ", timespec="seconds") if hasattr(value, "isoformat") else str(value))
 
 
+_KEYWORD_SECRET = re.compile(r"(?i)\b(password|passwd|pwd|sslpassword)(\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]+)")
+
+
 def mask(url: str) -> str:
-    """The URL without its password, for messages and logs."""
+    """The URL without its password, for messages and logs: a SQLAlchemy URL's password, and any
+    password=... of a libpq keyword string (host=... password=...) or of the URL's query."""
     try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:
-        return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", url)
+        text = make_url(url).render_as_string(hide_password=True)
+    except Exception:  # not a URL at all (a libpq keyword string, a typo): mask what looks secret
+        text = re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", url)
+    return _KEYWORD_SECRET.sub(lambda m: f"{m.group(1)}{m.group(2)}***", text)
 
 
 class Warehouse:
@@ -139,9 +146,13 @@ class Warehouse:
             ).scalar()
         return _stamp(stamp), True
 
-    def position(self, conn=None) -> LedgerRow | None:
-        rows = self.ledger(conn)
-        return rows[-1] if rows else None
+    def record_validation(self, seq: int, success: bool, stats: dict) -> None:
+        """The outcome of nightshift validate in ledger row `seq`: validated_at only on success (publish
+        requires it), the summary in stats either way."""
+        stamp = "CURRENT_TIMESTAMP" if success else "NULL"
+        with self.engine.begin() as conn:
+            conn.execute(sa.text(f"UPDATE {q(LEDGER)} SET validated_at = {stamp}, stats = :stats WHERE seq = :seq"),
+                         {"stats": json.dumps(stats, default=str), "seq": int(seq)})
 
     def _append_ledger(self, conn, batch: str, kind: str, plan: Plan, position: str, stats: dict) -> None:
         self._ensure_ledger(conn)
@@ -163,6 +174,13 @@ class Warehouse:
     def sql_name(self, view: View, name: str) -> str:
         """A quoted identifier for a column of `view` (or the view itself) as named in the warehouse."""
         return self.dialect.col(view, name)
+
+    def ident(self, view: View, name: str) -> str:
+        """The quoted identifier of `name` (a column, the serving view, or the storage table
+        view.storage_table) as the warehouse spells it (PostgreSQL folds unquoted names to lower case)."""
+        if name == view.storage_table:
+            return q(self.storage_name(view))
+        return self.sql_name(view, name)
 
     def materialize(self, plan: Plan, parquet_dirs: dict[str, Path], position: str, stats: dict) -> None:
         """Replace every summary table by freshly computed contents, in one transaction."""

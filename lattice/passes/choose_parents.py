@@ -25,10 +25,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from lattice.graph import topological_order
 from lattice.ir import Candidate, ColumnRef, Edge, Estimate, GroupKey, Lattice, LatticeNode, ParentChoice, Plan
 from lattice.passes import derives as d
-from lattice.passes.optimize import push_aggregates_and_projections
-from lattice.passes.vlattice import with_enables
 
 # Defaults when no statistics are given: Appendix A's database (pos 1,000,000 rows, 10,000 changes,
 # 100 stores, 1000 items) as orders of magnitude; refine them with Statistics.
@@ -220,12 +219,13 @@ def choose_parents(lattice: Lattice, plan: Plan, stats: Statistics | None = None
             best, point = min(trials, key=lambda t: (_total(t[0]), t[1]))
             kept.add(point)
             improved = True
-    return _finish(lattice, plan, est, estimates, best, kept)
+    parents = tuple(best[n.name] for n in lattice.nodes if n.name in best)
+    return replace(lattice, parents=parents, estimates=tuple(estimates[n.name] for n in lattice.nodes))
 
 
 def _choose(lattice: Lattice, est: _Estimator, estimates, kept: set[str]) -> dict[str, ParentChoice]:
     choices: dict[str, ParentChoice] = {}
-    for name in d.topological_order(lattice):
+    for name in topological_order(lattice):
         node = lattice.node(name)
         if node.kind == "changes" or (node.kind == "implied" and name not in kept):
             continue
@@ -260,56 +260,3 @@ def _candidate(e: Edge, upper: LatticeNode, node: LatticeNode, est: _Estimator, 
 
 def _total(choices: dict[str, ParentChoice]) -> int:
     return sum(c.chosen.cost for c in choices.values())
-
-
-def _finish(lattice: Lattice, plan: Plan, est, estimates, choices: dict[str, ParentChoice], kept: set[str]) -> Lattice:
-    """Drop unused implied points, then Appendix B's pruning over the chosen edges only."""
-    gone = {n.name for n in lattice.nodes if n.kind == "implied" and n.name not in kept}
-    notes = [f"{n}; dropped: the total is not cheaper with it" for n in lattice.notes if n.split(":", 1)[0] in gone]
-    if gone:
-        lattice = d.derive_edges(
-            replace(
-                lattice,
-                notes=tuple(n for n in lattice.notes if n.split(":", 1)[0] not in gone),
-                nodes=tuple(n for n in lattice.nodes if n.name not in gone),
-                augmentations=tuple(a for a in lattice.augmentations if a.node not in gone),
-                essentials=tuple(e for e in lattice.essentials if e.node not in gone),
-            ),
-            plan,
-        )
-    chosen = {(c.parent, c.node) for c in choices.values()}
-    lattice = push_aggregates_and_projections(
-        lattice, plan, lambda lat, name: tuple(e for e in lat.edges_from(name) if (e.upper, e.lower) in chosen)
-    )
-    for c in choices.values():
-        if lattice.node(c.parent).kind == "changes":
-            notes.append(_why_direct(lattice, c))
-    parents = tuple(choices[n.name] for n in lattice.nodes if n.name in choices)
-    return with_enables(
-        replace(
-            lattice,
-            parents=parents,
-            estimates=tuple(estimates[n.name] for n in lattice.nodes),
-            notes=lattice.notes + tuple(notes),
-        )
-    )
-
-
-def _why_direct(lattice: Lattice, choice: ParentChoice) -> str:
-    """Why a summary-delta is propagated directly from the change set (4.1) rather than along the lattice."""
-    reasons = []
-    for other in lattice.nodes:
-        if other.name in (choice.node, choice.parent) or other.kind == "changes" or other.fact != lattice.node(choice.node).fact:
-            continue
-        cand = next((c for c in choice.candidates if c.parent == other.name), None)
-        if cand is None:
-            why = lattice.why_not(other.name, choice.node)
-            if why is None and lattice.edge(choice.node, other.name):
-                why = f"{other.name} derives from {choice.node}"
-            reasons.append(f"not from {other.name}: {why or 'no edge'}")
-        elif not cand.valid:
-            reasons.append(f"not from {other.name}: {cand.reason}")
-        else:
-            reasons.append(f"not from {other.name}: cost {cand.cost} ≥ {choice.chosen.cost} from the change set")
-    tail = "; ".join(reasons) if reasons else "no other summary-delta over the same fact table"
-    return f"{choice.node}: computed directly from the change set {choice.parent} ({tail})"

@@ -28,6 +28,7 @@ import sqlglot
 from sqlglot import exp
 
 from lattice.errors import ConfigError
+from lattice.graph import mark_cover
 from lattice.ir import (
     AggregateSource,
     AttributeSource,
@@ -87,8 +88,9 @@ def changes_node(schema: Schema, fact: str) -> LatticeNode:
     )
 
 
-def lattice_points(plan: Plan) -> Lattice:
-    """The declared views and the change set of each fact table, before any edge is known."""
+def lattice_points(lattice: Lattice, plan: Plan) -> Lattice:
+    """The declared views and the change set of each fact table, before any edge is known (the
+    first pass: `lattice` is the empty Lattice)."""
     nodes = [changes_node(plan.schema, f) for f in plan.fact_tables]
     nodes += [node_of_view(v) for v in plan.views]
     return Lattice(nodes=tuple(nodes))
@@ -433,31 +435,3 @@ def _acyclic(lattice: Lattice, edges: list[Edge]) -> tuple[list[Edge], tuple[str
             continue
         kept.append(e)
     return kept, tuple(notes)
-
-
-def mark_cover(edges: list[Edge] | tuple[Edge, ...]) -> tuple[Edge, ...]:
-    """The transitive reduction (Hasse diagram): u -> w is drawn unless some u -> v -> w exists (3.4)."""
-    out = {e.upper: set() for e in edges}
-    for e in edges:
-        out[e.upper].add(e.lower)
-    return tuple(
-        replace(e, cover=not any(e.lower in out.get(v, ()) for v in out[e.upper] if v != e.lower)) for e in edges
-    )
-
-
-def topological_order(lattice: Lattice) -> list[str]:
-    """Parents before children (the edges are acyclic); ties in node order."""
-    indegree = {n.name: 0 for n in lattice.nodes}
-    for e in lattice.edges:
-        indegree[e.lower] += 1
-    order, ready = [], [n.name for n in lattice.nodes if indegree[n.name] == 0]
-    while ready:
-        name = ready.pop(0)
-        order.append(name)
-        for e in lattice.edges_from(name):
-            indegree[e.lower] -= 1
-            if indegree[e.lower] == 0:
-                ready.append(e.lower)
-    if len(order) != len(lattice.nodes):
-        raise AssertionError(f"lattice has a cycle among {sorted(set(indegree) - set(order))}")
-    return order

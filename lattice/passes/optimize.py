@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from lattice.graph import topological_order
 from lattice.ir import Essentials, Lattice, LatticeNode, Plan
 from lattice.passes import derives as d
 from lattice.passes.vlattice import with_enables
@@ -79,7 +80,7 @@ def _with_paths(node: LatticeNode, used: set[str]) -> tuple[str, ...]:
 def push_joins(lattice: Lattice, plan: Plan) -> Lattice:
     marks = {e.node: e for e in lattice.essentials}
     nodes, dropped_augs, notes = [], set(), []
-    for name in d.topological_order(lattice):  # one top-down traversal
+    for name in topological_order(lattice):  # one top-down traversal
         node = lattice.node(name)
         keep = marks[name].tables
         dropped = [t for t in node.tables if t not in keep]
@@ -112,7 +113,7 @@ def push_aggregates_and_projections(lattice: Lattice, plan: Plan, edges_of=None)
     children still need. `edges_of(lattice, node)` chooses the outgoing edges that count (default:
     every edge of the derives relation; choose_parents passes the chosen ones)."""
     edges_of = edges_of or (lambda lat, name: lat.edges_from(name))
-    for name in reversed(d.topological_order(lattice)):
+    for name in reversed(topological_order(lattice)):
         used = {u for e in edges_of(lattice, name) for u in e.uses}
         unused = {a.name for a in lattice.augmentations if a.node == name and a.name not in used}
         if unused:

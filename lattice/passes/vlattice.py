@@ -37,12 +37,6 @@ from lattice.passes.normalize import COUNT_STAR
 KIND_ORDER = ["count_star", "count", "sum", "min", "max"]
 
 
-def vlattice(lattice: Lattice, plan: Plan, augment_aggregates: bool = False) -> Lattice:
-    lattice = add_implied_points(lattice, plan)
-    lattice = augment(lattice, plan, augment_aggregates)
-    return lattice
-
-
 # ------------------------------------------------------------------ implied points
 
 
@@ -165,9 +159,9 @@ def _tables_reaching(fact: str, needed: set[str], tree) -> tuple[tuple[str, ...]
 # ------------------------------------------------------------------ lattice-friendly augmentation
 
 
-def augment(lattice: Lattice, plan: Plan, aggregates: bool = False) -> Lattice:
+def augment(lattice: Lattice, plan: Plan, augment_aggregates: bool = False) -> Lattice:
     found = attribute_augmentations(lattice, plan)
-    if aggregates:
+    if augment_aggregates:
         found += aggregate_augmentations(lattice)
     if not found:
         return lattice

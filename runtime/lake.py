@@ -6,6 +6,8 @@
                                                     which batches are applied; replaced atomically
     lake/deltas/batch_id=<ID>/part=<i>/*.parquet    summary-deltas written by propagate (view i of the
                                                     plan, columns prefixed v<i>__, one Spark job)
+    lake/deltas/batch_id=<ID>/_night.json           the night's plan (runtime.night), written before the
+                                                    summary-deltas; later levels execute it as it is
     lake/deltas/batch_id=<ID>/_manifest.json        written last: propagate of <ID> is complete
     lake/deltas/batch_id=<ID>/_levels/level-<k>.json  propagate --level k ran (Airflow: a task per level)
     lake/deltas/batch_id=<ID>/_nodes/<point>/         summary-deltas a later level derives from
@@ -27,7 +29,12 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from lattice.errors import BadChangeBatch
+from lattice.dlattice import Statistics
+from lattice.emit import rel
+from runtime.errors import BadChangeBatch
+from runtime.manifest import MANIFEST_VERSION, LevelRecord, Manifest
+from runtime.night import NIGHT_VERSION, NightPlan
+from runtime.serial import from_json, to_json
 
 BATCH_ID = re.compile(r"^[A-Za-z0-9_-]+$")
 
@@ -72,19 +79,28 @@ class Lake:
 
     def node_dir(self, batch: str, node: str) -> Path:
         """Where propagate --level stores the summary-delta of lattice point `node` for later levels."""
-        from lattice.emit import rel
-
         return self.delta_root(batch) / "_nodes" / rel("sd", node)
 
     def level_path(self, batch: str, level: int) -> Path:
         return self.delta_root(batch) / "_levels" / f"level-{level}.json"
 
-    def read_level(self, batch: str, level: int) -> dict | None:
-        p = self.level_path(batch, level)
-        return json.loads(p.read_text()) if p.is_file() else None
+    def read_level(self, batch: str, level: int) -> LevelRecord | None:
+        data = _read_json(self.level_path(batch, level))
+        return None if data is None or data.get("version") != MANIFEST_VERSION else from_json(LevelRecord, data["record"])
 
-    def write_level(self, batch: str, level: int, record: dict) -> None:
-        _write_json(self.level_path(batch, level), record)
+    def write_level(self, batch: str, record: LevelRecord) -> None:
+        _write_json(self.level_path(batch, record.level), {"version": MANIFEST_VERSION, "record": to_json(record)})
+
+    def night_path(self, batch: str) -> Path:
+        return self.delta_root(batch) / "_night.json"
+
+    def read_night(self, batch: str) -> NightPlan | None:
+        """The night's plan propagate wrote for `batch`; None when absent or of another version."""
+        data = _read_json(self.night_path(batch))
+        return None if data is None or data.get("version") != NIGHT_VERSION else from_json(NightPlan, data)
+
+    def write_night(self, night: NightPlan) -> None:
+        _write_json(self.night_path(night.batch), to_json(night))
 
     def invalidate_levels(self, batch: str, level: int) -> None:
         """Before propagate --level `level` rewrites its points: the manifest and the records of this and
@@ -117,11 +133,10 @@ class Lake:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(json.dumps({"combos": combos, "distinct": {",".join(k): v for k, v in distinct.items()}}))
 
-    def statistics(self, schema, state: LakeState, change_rows: dict[str, int], change_distinct: dict | None = None):
+    def statistics(self, schema, state: LakeState, change_rows: dict[str, int],
+                   change_distinct: dict | None = None) -> Statistics:
         """What the D-lattice's cost model (5.5) knows of a batch: the base tables' sizes (Parquet
         footers, no Spark job), the batch's change rows, and measured summary-delta sizes if any."""
-        from lattice.dlattice import Statistics
-
         return Statistics.of(
             table_rows={t.name: parquet_rows(self.current_base_dir(t.name, state)) for t in schema.tables},
             change_rows=change_rows,
@@ -199,12 +214,18 @@ class Lake:
             for v in doomed:
                 shutil.rmtree(d / v, ignore_errors=True)
 
-    def read_manifest(self, batch: str) -> dict | None:
-        p = self.manifest_path(batch)
-        return json.loads(p.read_text()) if p.is_file() else None
+    def read_manifest(self, batch: str) -> Manifest | None:
+        """The manifest of propagated batch `batch`; None when propagate has not finished it, or when
+        it was written by another nightshift version (then it is stale: rerun propagate)."""
+        data = _read_json(self.manifest_path(batch))
+        return None if data is None or data.get("version") != MANIFEST_VERSION else from_json(Manifest, data)
 
-    def write_manifest(self, batch: str, manifest: dict) -> None:
-        _write_json(self.manifest_path(batch), manifest)
+    def write_manifest(self, manifest: Manifest) -> None:
+        _write_json(self.manifest_path(manifest.batch), to_json(manifest))
+
+
+def _read_json(p: Path) -> dict | None:
+    return json.loads(p.read_text()) if p.is_file() else None
 
 
 def _write_json(p: Path, data: dict) -> None:

@@ -1,8 +1,9 @@
 """spark-submit entry point for the Airflow DAG: `submit.py propagate|apply-base --project DIR --batch ID
-[--level K]` (propagate --level K: one level of the D-lattice, as the DAG's propagate_level_<K> task).
+[--level K]` (propagate --level K: one level of the night's D-lattice, as the DAG's propagate_level_<K> task).
 
 The master and resources come from spark-submit (the Airflow `spark_default` connection), so the
-same task runs on local[*] or on a spark:// cluster unchanged.
+same task runs on local[*] or on a spark:// cluster unchanged. spark-submit runs this file as a
+script, so the checkout goes on sys.path before the project's packages are imported.
 """
 
 from __future__ import annotations
@@ -12,6 +13,12 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from pyspark.sql import SparkSession  # noqa: E402
+
+from nightshift.config import load_project  # noqa: E402
+from nightshift.cycle import Cycle  # noqa: E402
+from runtime.errors import NightshiftError  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,11 +30,6 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.level is not None and args.step != "propagate":
         p.error("--level applies to propagate only")
-    from pyspark.sql import SparkSession
-
-    from lattice.errors import NightshiftError
-    from nightshift.config import load_project
-    from nightshift.cycle import Cycle
 
     def session() -> SparkSession:  # spark-submit's master and conf; started only when a step has work
         return SparkSession.builder.appName(f"nightshift:{args.step}:{args.batch}").getOrCreate()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 
-from nightshift.errors import InjectedCrash
+from runtime.errors import InjectedCrash
 
 
 def checkpoint(point: str) -> None:

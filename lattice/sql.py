@@ -1,0 +1,86 @@
+"""SQL text, one place per engine: identifiers, literals, and the transpiler from the neutral dialect.
+
+Every query nightshift writes is built in sqlglot's neutral dialect (identifiers in double quotes,
+strings in single quotes, both escaped by doubling) with `ident` and `literal`, then transpiled with
+`to_dialect` for the engine that runs it. Code that must write an engine's syntax directly (Spark's
+DataFrame column names, PostgreSQL COPY) passes `engine` to the same two functions. Nothing else in
+nightshift quotes a name or a value.
+
+    engine     identifier          string literal
+    neutral    "a""b"              'it''s'
+    duckdb     "a""b"              'it''s'
+    postgres   "a""b"              'it''s'          (standard_conforming_strings, the default)
+    spark      `a``b`              'it\\'s'          (Spark unescapes backslashes in literals)
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import re
+
+import sqlglot
+
+ENGINES = ("neutral", "spark", "duckdb", "postgres")
+_SQLGLOT = {"neutral": None, "spark": "spark", "duckdb": "duckdb", "postgres": "postgres"}
+
+
+def _check(engine: str) -> None:
+    if engine not in _SQLGLOT:
+        raise ValueError(f"unknown SQL engine {engine!r} (one of {', '.join(ENGINES)})")
+
+
+def ident(name: str, engine: str = "neutral") -> str:
+    """A quoted identifier: any character is allowed in `name`, the quote character is doubled."""
+    _check(engine)
+    if engine == "spark":
+        return "`" + name.replace("`", "``") + "`"
+    return '"' + name.replace('"', '""') + '"'
+
+
+def safe_name(text: str) -> str:
+    """`text` as a bare identifier: any character a bare identifier cannot hold is spelled out as
+    _<hex>_ (a view may be named "Sales by Store"), so different texts stay different names."""
+    return re.sub(r"[^A-Za-z0-9_]", lambda m: f"_{ord(m.group()):x}_", text)
+
+
+def qualified(table: str, column: str, engine: str = "neutral") -> str:
+    return f"{ident(table, engine)}.{ident(column, engine)}"
+
+
+def literal(value, engine: str = "neutral") -> str:
+    """A SQL literal for a Python value (None, bool, int, float, Decimal, str, date, datetime)."""
+    _check(engine)
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, (int, decimal.Decimal)):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, dt.datetime):
+        return f"TIMESTAMP {_string(value.isoformat(sep=' '), engine)}"
+    if isinstance(value, dt.date):
+        return f"DATE {_string(value.isoformat(), engine)}"
+    return _string(str(value), engine)
+
+
+def _string(text: str, engine: str) -> str:
+    if engine == "spark":
+        return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return "'" + text.replace("'", "''") + "'"
+
+
+def to_dialect(sql: str, engine: str) -> str:
+    """Neutral SQL (one statement) as the engine's SQL."""
+    _check(engine)
+    if engine == "neutral":
+        return sql
+    return sqlglot.transpile(sql, write=_SQLGLOT[engine])[0]
+
+
+def duckdb_read_parquet(files) -> str:
+    """DuckDB's read_parquet over exactly these files (paths), without hive partition columns from
+    folder names such as batch_id=<ID>."""
+    return "read_parquet([" + ", ".join(literal(str(f), "duckdb") for f in files) + "], hive_partitioning = false)"

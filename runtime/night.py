@@ -1,0 +1,190 @@
+"""The night's plan: a frozen value, computed once per batch before anything runs (SQLMesh's habit).
+
+    plan_night(compiled plan, the batch's facts, statistics, options, lattice shape) -> NightPlan
+
+It says everything a step would otherwise decide for itself: which summary-delta comes from which
+parent (paper 001, 5.5), which are pre-aggregated (4.1.3), which views get exact MIN/MAX for the
+groups that lost rows and by which test (Figure 8, 4.3 weak minimality), and which D-lattice level
+computes each point (one Airflow task per level). Propagate, materialize and validate execute it;
+the manifest (runtime.manifest) is it serialized, next to what each step measured; `nightshift plan
+--batch ID` prints it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lattice import emit
+from lattice.dlattice import Statistics, choose, lattice_shape
+from lattice.graph import levels, topological_order
+from lattice.ir import Lattice, Plan, View
+from runtime.options import Options
+
+NIGHT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class BatchInfo:
+    """What the batch's checks found: inserted and deleted row images of every table."""
+
+    batch: str
+    inserted: dict[str, int] = field(default_factory=dict)
+    deleted: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def changed(self) -> frozenset[str]:
+        return frozenset(t for t in self.inserted if self.inserted[t] or self.deleted.get(t, 0))
+
+    @property
+    def has_deletes(self) -> bool:
+        return any(self.deleted.values())
+
+    @property
+    def rows(self) -> int:
+        return sum(self.inserted.values()) + sum(self.deleted.values())
+
+    def change_rows(self) -> dict[str, int]:
+        return {t: self.inserted[t] + self.deleted.get(t, 0) for t in self.inserted}
+
+    def describe(self) -> str:
+        parts = [f"{t} +{self.inserted[t]}/-{self.deleted.get(t, 0)}" for t in sorted(self.changed)]
+        return ", ".join(parts) or "no changes"
+
+
+@dataclass(frozen=True)
+class NodeStep:
+    """One summary-delta computed tonight: a view's, or a lattice point other views derive from."""
+
+    node: str
+    parent: str  # the change set of the fact table (Δ<fact>) or another node of this night
+    from_changes: bool  # parent is the change set (prepare-changes, 4.1) rather than a summary-delta (5.1)
+    level: int  # the D-lattice level (propagate --level K) that computes it
+    preaggregated_by: tuple[str, ...] = ()  # 4.1.3: fact columns the changes are grouped by before the joins
+    estimated_rows: int | None = None
+    feeds_later_level: bool = False  # a node of a later level derives from it: that level reads it back
+
+
+@dataclass(frozen=True)
+class ViewStep:
+    """How tonight keeps one summary view."""
+
+    view: str
+    part: int  # its summary-delta lands in lake/deltas/batch_id=<ID>/part=<part>/, columns prefixed v<part>__
+    mode: str = "delta"  # 'delta': the summary-delta method of paper 001
+    reason: str = "COUNT/SUM/AVG/MIN/MAX over the fact table and its foreign-key dimensions (paper 001)"
+    exact_minmax: str = ""  # '' none | 'lost' every group that lost rows | 'weakly_minimal' 4.3's tighter test
+
+    @property
+    def prefix(self) -> str:
+        return f"v{self.part}__"
+
+
+@dataclass(frozen=True)
+class NightPlan:
+    version: int
+    batch: str
+    plan: str  # the compiled plan's fingerprint
+    base_state: str | None  # the lake's last applied batch when the night was planned
+    info: BatchInfo
+    options: Options
+    statistics: str  # 'measured' (summary-delta sizes counted over the changes) | 'sizes' | 'off' (no lattice)
+    nodes: tuple[NodeStep, ...]  # in computing order (parents first)
+    views: tuple[ViewStep, ...]  # in plan order
+    levels: tuple[tuple[str, ...], ...]  # the D-lattice's levels (from its shape: the same every night)
+    lattice: Lattice | None = None  # the optimized D-lattice costed for this batch (None: lattice off)
+
+    def node(self, name: str) -> NodeStep:
+        return next(n for n in self.nodes if n.node == name)
+
+    def view(self, name: str) -> ViewStep:
+        return next(v for v in self.views if v.view == name)
+
+    def nodes_of_level(self, level: int) -> tuple[NodeStep, ...]:
+        return tuple(n for n in self.nodes if n.level == level)
+
+    @property
+    def insert_only(self) -> bool:
+        return not self.info.has_deletes
+
+    @property
+    def chosen_parents(self) -> tuple[tuple[str, str], ...]:
+        """(node, parent) of every summary-delta derived from another one tonight (5.5)."""
+        return tuple((n.node, n.parent) for n in self.nodes if not n.from_changes)
+
+
+def statistics_wanted(plan: Plan, shape: Lattice) -> dict[str, list[tuple[tuple[str, str], ...]]]:
+    """fact -> the attribute combinations whose distinct count among the batch's changes sizes a
+    summary-delta (the cost model's measured statistics, 5.5 and Appendix A)."""
+    combos: dict[str, set] = {}
+    for n in shape.nodes:
+        if n.kind != "changes":
+            combos.setdefault(n.fact, set()).add(tuple(sorted((k.ref.table, k.ref.column) for k in n.keys)))
+    return {f: sorted(c) for f, c in sorted(combos.items())}
+
+
+def measures(info: BatchInfo, options: Options) -> bool:
+    """Summary-delta sizes are measured only for large batches: for a small one every parent is cheap
+    and the counting pass would cost more than it saves."""
+    return options.lattice and info.rows >= options.stats_rows
+
+
+def plan_night(plan: Plan, info: BatchInfo, base_state: str | None, options: Options,
+               stats: Statistics | None, shape: Lattice | None = None, measured: bool = False) -> NightPlan:
+    """The night's plan for batch `info` over the base at `base_state` (see the module docstring)."""
+    shape = shape if shape is not None else lattice_shape(plan)
+    tiers = levels(shape)
+    level_of = {n: k for k, names in enumerate(tiers) for n in names}
+    lattice = choose(shape, plan, stats) if options.lattice else None
+    nodes = _nodes(plan, lattice, info, options, level_of) if lattice else _direct_nodes(plan, options, level_of)
+    views = tuple(_view_step(i, v, info, options) for i, v in enumerate(plan.views))
+    return NightPlan(
+        version=NIGHT_VERSION, batch=info.batch, plan=plan.fingerprint, base_state=base_state, info=info,
+        options=options, statistics=("measured" if measured else "sizes") if lattice else "off",
+        nodes=nodes, views=views, levels=tiers, lattice=lattice,
+    )
+
+
+def _nodes(plan: Plan, lattice: Lattice, info: BatchInfo, options: Options, level_of: dict) -> tuple[NodeStep, ...]:
+    """The lattice points on some view's chain of chosen parents, parents first."""
+    parent = {p.node: p.parent for p in lattice.parents}
+    changed = {t.lower() for t in info.changed}
+    for p in lattice.parents:  # choose_parents never picks an edge joining a changed dimension
+        if lattice.node(p.parent).kind != "changes" and any(t.lower() in changed for t in p.requires_unchanged):
+            raise AssertionError(f"{p.node}: parent {p.parent} joins a dimension changed in batch {info.batch}")
+    needed: set[str] = set()
+    for v in plan.views:
+        name = v.name
+        while lattice.node(name).kind != "changes" and name not in needed:
+            needed.add(name)
+            name = parent[name]
+    estimates = {e.node: e.rows for e in lattice.estimates}
+    children = {}
+    for n in needed:
+        children.setdefault(parent[n], []).append(n)
+    out = []
+    for name in topological_order(lattice):
+        if name not in needed:
+            continue
+        p = parent[name]
+        direct = lattice.node(p).kind == "changes"
+        by = emit.preaggregation(emit.node_view(lattice.node(name))) if direct and options.preaggregate else ()
+        later = any(level_of[c] > level_of[name] for c in children.get(name, ()))
+        out.append(NodeStep(name, p, direct, level_of[name], by, estimates.get(name), later))
+    return tuple(out)
+
+
+def _direct_nodes(plan: Plan, options: Options, level_of: dict) -> tuple[NodeStep, ...]:
+    """Without the lattice (NIGHTSHIFT_LATTICE=0): every view's summary-delta from its change set."""
+    out = []
+    for v in plan.views:
+        by = emit.preaggregation(v) if options.preaggregate else ()
+        out.append(NodeStep(v.name, emit.changes_of(v.fact), True, level_of.get(v.name, 0), by, None))
+    return tuple(out)
+
+
+def _view_step(part: int, view: View, info: BatchInfo, options: Options) -> ViewStep:
+    exact = ""
+    if view.has_min_max and info.has_deletes:
+        dims_changed = any(d.lower() in {t.lower() for t in info.changed} for d in view.dimensions)
+        exact = "weakly_minimal" if options.weak_minimality and not dims_changed else "lost"
+    return ViewStep(view.name, part, exact_minmax=exact)
