@@ -49,9 +49,9 @@ def spark(spark_session):
     a long session does not keep every test's plans (and their broadcasts) alive on the driver."""
     yield spark_session
     spark_session.catalog.clearCache()
-    for table in spark_session.catalog.listTables():
-        if table.isTemporary:
-            spark_session.catalog.dropTempView(table.name)
+    for row in spark_session.sql("SHOW TABLES").collect():  # catalog.listTables() fails on Spark 4.2 here
+        if row["isTemporary"]:
+            spark_session.catalog.dropTempView(row["tableName"])
 
 
 @pytest.fixture
