@@ -27,7 +27,7 @@ from nightshift.cycle import Cycle
 from nightshift.oracle import duckdb_base
 from runtime.options import Options
 from spark_jobs.materialize import materialize
-from warehouse.dialects import delta_columns, summary_columns
+from lattice.refresh import delta_columns, summary_columns
 
 
 def rematerialize(cycle: Cycle) -> tuple[float, dict]:
@@ -75,14 +75,14 @@ def counting(cycle: Cycle, batch: str) -> tuple[float, dict]:
 
 
 def _change_relations(cycle: Cycle, batch: str) -> dict[str, list[Path]]:
-    return cycle.lake.batch_files(batch, [t.name for t in cycle.plan.schema.tables])
+    return cycle.lake.batch_files(batch, [t.name for t in cycle.plan.schema.base_tables])
 
 
 def _register_base(conn, cycle: Cycle, changes: dict[str, list[Path]]) -> None:
     """The relations emit's SQL reads, as DuckDB views: base tables (old = new: the bench's nights
     change only the fact table) and the batch's insertions and deletions."""
     state = cycle.lake.state()
-    for t in cycle.plan.schema.tables:
+    for t in cycle.plan.schema.base_tables:
         base = cycle.lake.current_base_dir(t.name, state)
         cols = ", ".join(q(c.name) for c in t.columns)
         conn.exec_driver_sql(f"CREATE OR REPLACE TEMP VIEW {emit.rel('old', t.name)} AS "

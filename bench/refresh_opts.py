@@ -16,16 +16,17 @@ the commit, then rolled back, so every run starts from the same summary tables. 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import platform
 import shutil
 import statistics
 import sys
 import time
-import dataclasses
 from pathlib import Path
 
 from bench.warehouse import _pg_exec
+from warehouse.store import StagedDelta
 
 HERE = Path(__file__).resolve().parent
 PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -116,7 +117,9 @@ def run_night(root: Path, duck, warehouses: dict, gen, kind: str, n: int, repeat
         print(f"[{kind} {n}] propagate ({name}): {seconds:.1f}s", flush=True)
 
     manifest = duck.lake.read_manifest(batch)
-    deltas = {v.name: (duck.lake.delta_files(batch, manifest.delta(v.name).part), manifest.delta(v.name).prefix)
+    deltas = {v.name: StagedDelta(duck.lake.delta_files(batch, manifest.delta(v.name).part), manifest.delta(v.name).prefix,
+                                  manifest.night.view(v.name).mode, manifest.night.view(v.name).reason,
+                                  manifest.delta(v.name).columns)
               for v in duck.plan.views}
     for backend, cycle in warehouses.items():
         for opt in ("off", "on"):

@@ -92,7 +92,8 @@ def staging_throughput(work: Path, url: str, batch: str) -> dict:
     from lattice.sql import ident as q
     from nightshift.config import load_project
     from runtime.lake import Lake
-    from warehouse.dialects import PostgresDialect, copy_parquet, delta_columns
+    from lattice.refresh import delta_columns
+    from warehouse.dialects import PostgresDialect, copy_parquet
 
     project = load_project(work)
     lake = Lake(project.lake)

@@ -8,6 +8,9 @@ database, no lake; the plan's levels come from nightshift.plancache (compiled on
                       (one spark-submit per D-lattice level)            (deferred)    (one txn)   (spark-submit)
                                                                           publish ◄── validate ◄───┘
 
+With [capture.<table>] sources in nightshift.toml a `capture` task (spark-submit of nightshift capture) runs
+first and writes the night's batch from them: capture ─► wait_for_batch ─► …
+
 Warehouse credentials: NIGHTSHIFT_WAREHOUSE_URL, else the Airflow connection named by [warehouse]
 airflow_conn_id (resolved when a task runs; spark-submit children get it in NIGHTSHIFT_WAREHOUSE_URL),
 else [warehouse] url.
@@ -169,6 +172,13 @@ def build_dag(root: Path) -> DAG:
             outlet_events[published].extra = {"batch_id": batch, "project": str(root)}
             return batch
 
+        if project.settings.get("capture"):  # [capture.*] sources: the night's batch is captured from them first
+            NightshiftSparkSubmit(
+                task_id="capture", application_args=["capture", "--project", str(root), "--batch", BATCH],
+                doc_md=f"nightshift capture: {', '.join(sorted(project.settings['capture']))} from their [capture.*] "
+                       "sources become the batch (compared with the base as of the last applied batch)",
+                **spark_args,
+            ) >> wait
         refreshed = refresh(BATCH)
         chain(wait, *propagate, gate, refreshed, apply_base)
         checked = validate(BATCH)

@@ -19,7 +19,9 @@ from typing import Callable
 
 import sqlglot
 
-from lattice.ir import Argument, Edge, JoinStep, LatticeNode, Schema, StoredAggregate, View
+from lattice.ir import Argument, ColumnRef, Edge, JoinStep, LatticeNode, Schema, StoredAggregate, View
+from lattice.passes.normalize import served
+from lattice.refresh import fresh, merged
 from lattice.sql import ident as q
 from lattice.sql import safe_name
 
@@ -107,7 +109,7 @@ def prepare_changes(view: View, changed: frozenset[str], preaggregate: bool = Fa
     selects = []
     for term, signer in _source_terms(view, changed):
         sign = f"{q(signer)}.{q(SIGN)}"
-        cols = [f"{q(k.ref.table)}.{q(k.ref.column)} AS {q(k.name)}" for k in view.keys]
+        cols = [f"{k.sql} AS {q(k.name)}" for k in view.keys]
         if preaggregate and signer == view.fact and preaggregation(view):
             term = {**term, view.fact: _preaggregated_fact(view)}
             cols += [f"{q(view.fact)}.{q(name)} AS {q(name)}" for _, name in _sources(view, sign)]
@@ -133,7 +135,7 @@ def preaggregation(view: View) -> tuple[str, ...]:
     fact = view.fact.lower()
     if not view.dimensions or any(t != fact for a in view.arguments for t, _ in _columns_of(a.sql)):
         return ()
-    cols = [k.ref.column for k in view.keys if k.ref.table.lower() == fact]
+    cols = [c for k in view.keys for t, c in _columns_of(k.sql) if t == fact]
     cols += [c for j in view.joins if j.child.lower() == fact for c in j.child_columns]
     cols += sorted(c for t, c in _columns_of(view.where) if t == fact) if view.where else []
     return tuple(dict.fromkeys(cols))  # never empty: a dimension joins through a fact foreign key
@@ -171,20 +173,22 @@ def summary_delta(view: View, changed: frozenset[str], preaggregate: bool = Fals
     for s in view.stored:
         cols.append(f"CAST({_agg_of(s)} AS {s.type}) AS {q(s.column)}")
     cols.append(f"CAST(MAX({q('_src_lost')}) AS INT) AS {q(LOST)}")
-    group = f"\nGROUP BY {keys}" if view.keys else ""
+    group = f"\nGROUP BY {keys}" if view.keys else "\nHAVING COUNT(*) > 0"  # a grand total: no row when nothing changed
     return f"SELECT {', '.join(cols)}\nFROM (\n{prepare_changes(view, changed, preaggregate)}\n) AS {q('pc')}{group}"
 
 
-def materialize(view: View) -> str:
-    """The summary table from the base tables alone: the summary-delta of inserting every base row."""
+def materialize(view: View, state: str = "old") -> str:
+    """The summary table from the base tables alone: the summary-delta of inserting every base row.
+    state "old": the base as the lake holds it (materialize); "new": the base after the night's batch
+    (__ns_new_<t>: a night that recomputes the view instead of propagating its changes)."""
     keys = ", ".join(q(k.name) for k in view.keys)
-    src = {view.fact: _unsigned(rel("old", view.fact))}
-    src.update({d: rel("old", d) for d in view.dimensions})
-    cols = [f"CAST({q(k.ref.table)}.{q(k.ref.column)} AS {k.type}) AS {q(k.name)}" for k in view.keys]
+    src = {view.fact: _unsigned(rel(state, view.fact))}
+    src.update({d: rel(state, d) for d in view.dimensions})
+    cols = [f"CAST({k.sql} AS {k.type}) AS {q(k.name)}" for k in view.keys]
     for s in view.stored:
         cols.append(f"{base_aggregate(view, s)} AS {q(s.column)}")
     where = f"\nWHERE {view.where}" if view.where else ""
-    group = f"\nGROUP BY {', '.join(f'{q(k.ref.table)}.{q(k.ref.column)}' for k in view.keys)}" if keys else ""
+    group = f"\nGROUP BY {', '.join(k.sql for k in view.keys)}" if keys else "\nHAVING COUNT(*) > 0"
     return f"SELECT {', '.join(cols)}\nFROM {_join_clause(view, src)}{where}{group}"
 
 
@@ -213,11 +217,11 @@ def minmax_recompute(view: View, arg: Argument, changed: frozenset[str]) -> str:
     terms = [old_rows]
     if view.fact in changed:
         terms.append({view.fact: _signed(view.fact), **new_dims})
-    on = " AND ".join(f"{q(k.ref.table)}.{q(k.ref.column)} IS NOT DISTINCT FROM {q('l')}.{q(k.name)}" for k in view.keys)
+    on = " AND ".join(f"CAST({k.sql} AS {k.type}) IS NOT DISTINCT FROM {q('l')}.{q(k.name)}" for k in view.keys)
     selects = []
     for term in terms:
         where = f" AND ({view.where})" if view.where else ""
-        keys = ", ".join(f"{q(k.ref.table)}.{q(k.ref.column)} AS {q(k.name)}" for k in view.keys)
+        keys = ", ".join(f"CAST({k.sql} AS {k.type}) AS {q(k.name)}" for k in view.keys)
         join_lost = f"\n  JOIN {lost} AS {q('l')} ON {on}" if view.keys else f"\n  CROSS JOIN {lost} AS {q('l')}"
         selects.append(
             f"SELECT {keys + ', ' if keys else ''}({arg.sql}) AS {q('_v')}, {q(view.fact)}.{q(SIGN)} AS {q('_n')}\n"
@@ -251,10 +255,10 @@ def lost_groups(view: View, weakly_minimal: bool = False) -> str:
         return f"SELECT DISTINCT {keys}, 1 AS {q('_ns_l')} FROM {sd} WHERE {q(LOST)} = 1"
     src = {view.fact: rel("del", view.fact), **{d: rel("new", d) for d in view.dimensions}}
     args = minmax_arguments(view)
-    dcols = [f"{q(k.ref.table)}.{q(k.ref.column)} AS {q(k.name)}" for k in view.keys]
+    dcols = [f"CAST({k.sql} AS {k.type}) AS {q(k.name)}" for k in view.keys]
     dcols += [f"MIN({a.sql}) AS {q(f'_d_min_{a.index}')}, MAX({a.sql}) AS {q(f'_d_max_{a.index}')}" for a in args]
     where = f"\nWHERE {view.where}" if view.where else ""
-    group = f"\nGROUP BY {', '.join(f'{q(k.ref.table)}.{q(k.ref.column)}' for k in view.keys)}" if view.keys else ""
+    group = f"\nGROUP BY {', '.join(k.sql for k in view.keys)}" if view.keys else ""
     deleted = f"SELECT {', '.join(dcols)}\nFROM {_join_clause(view, src)}{where}{group}"
     tests = []
     for s in view.stored:
@@ -349,8 +353,9 @@ def derived_summary_delta(edge: Edge, lower: LatticeNode, upper_relation: str, s
     edge is only chosen when they did not change). A group lost rows when one of its upper groups did
     (its MIN/MAX is then recomputed exactly, as from the change set)."""
     u = q(edge.upper)
-    return edge_query(edge, lower.keys, lower.stored, f"{upper_relation} AS {u}", lambda c: f"{u}.{q(c)}",
-                      lambda j: rel("new", j.table), schema, lost=True)
+    sql = edge_query(edge, lower.keys, lower.stored, f"{upper_relation} AS {u}", lambda c: f"{u}.{q(c)}",
+                     lambda j: rel("new", j.table), schema, lost=True)
+    return sql if lower.keys else f"{sql}\nHAVING COUNT(*) > 0"  # a grand total: no row when nothing changed
 
 
 def edge_query(edge: Edge, keys, stored, upper_from: str, upper_column: Callable[[str], str],
@@ -382,7 +387,11 @@ def edge_query(edge: Edge, keys, stored, upper_from: str, upper_column: Callable
 
         return with_columns(sql, pick)
 
-    exprs = [over_upper(f"{q(k.ref.table)}.{q(k.ref.column)}") for k in keys]
+    def key(k) -> str:  # a computed key the upper groups by too is read, not recomputed
+        a = at.get((k.ref.table.lower(), k.ref.column.lower()))
+        return upper_column(a.column) if a is not None and a.relation == edge.upper else over_upper(k.sql)
+
+    exprs = [key(k) for k in keys]
     cols = [f"CAST({e} AS {k.type}) AS {q(k.name)}" for e, k in zip(exprs, keys)]
     rule = {a.column: a for a in edge.aggregates}
     for s in stored:
@@ -420,7 +429,96 @@ def change_distincts(fact: str, joins, combos: list[tuple[tuple[str, str], ...]]
     source = {fact: _signed(fact), **{d: rel("new", d) for d in dims}}
     attrs = list(dict.fromkeys(a for combo in combos for a in combo))  # each as a plain alias _a<i>: sqlglot
     alias = {a: f"_a{i}" for i, a in enumerate(attrs)}  # reads STRUCT("odd"."name") as a type otherwise
-    inner = ", ".join(f"{q(t)}.{q(c)} AS {alias[(t, c)]}" for t, c in attrs)
+    inner = ", ".join(f"{ColumnRef(t, c).sql} AS {alias[(t, c)]}" for t, c in attrs)
     cols = [f"APPROX_DISTINCT(STRUCT({', '.join(alias[a] for a in combo)})) AS {q(f'c{i}')}"
             for i, combo in enumerate(combos)]
     return f"SELECT {', '.join(cols)}\nFROM (SELECT {inner}\nFROM {_join_clause(view, source)}) AS {q('changes')}"
+
+
+# ------------------------------------------------------------------ recompute mode (DESIGN.md)
+
+
+def recompute_sql(view: View, plan, state: str = "new") -> str:
+    """A view kept by recompute, evaluated over the base at `state` ("new": after the night's batch,
+    "old": the base as the lake holds it): its own SQL with every declared table read from
+    __ns_<state>_<t> and every summary view it reads inlined as a common table expression (their
+    own SQL, over the same state, innermost first)."""
+    inner = []
+    for name in _reads_closure(view, plan):
+        inner.append(f"{q(plan.view(name).name)} AS ({_over_state(plan.view(name).sql, plan, state)})")
+    body = _over_state(view.sql, plan, state)
+    return f"WITH {', '.join(inner)}\nSELECT * FROM ({body}) AS {q('_ns_view')}" if inner else body
+
+
+def _reads_closure(view: View, plan) -> list[str]:
+    """The summary views `view` reads, directly or not, each after the views it reads."""
+    out: list[str] = []
+
+    def visit(v: View) -> None:
+        for name in v.reads:
+            inner = plan.view(name)
+            visit(inner)
+            if inner.name not in out:
+                out.append(inner.name)
+
+    visit(view)
+    return out
+
+
+def _over_state(sql: str, plan, state: str) -> str:
+    """`sql` with each declared table replaced by its registered relation at `state` (keeping the
+    table's name or alias, so qualified columns still resolve); CTEs and summary views untouched."""
+    tree = sqlglot.parse_one(sql)
+    ctes = {c.alias_or_name.lower() for c in tree.find_all(sqlglot.exp.CTE)}
+    for t in list(tree.find_all(sqlglot.exp.Table)):
+        table = plan.schema.table(t.name) if t.name and t.name.lower() not in ctes else None
+        if table is None:
+            continue
+        alias = t.args.get("alias") or sqlglot.exp.TableAlias(this=sqlglot.exp.to_identifier(table.name, quoted=True))
+        t.replace(sqlglot.exp.Table(this=sqlglot.exp.to_identifier(rel(state, table.name)), alias=alias))
+    return tree.sql()
+
+
+# ------------------------------------------------------------------ nested mode (paper 000)
+
+
+def view_update(view: View, copy: str, sd: str) -> str:
+    """The new stored rows of the groups summary-delta `sd` changes, from the view's lake copy `copy`:
+    Figure 8 (lattice.refresh) as the warehouse applies it, so copy and summary table agree. A row
+    whose _ns_count is 0 is a group that is gone."""
+    t, c = q("t"), q("c")
+    on = " AND ".join(f"{t}.{q(k.name)} IS NOT DISTINCT FROM {c}.{q(k.name)}" for k in view.keys) or "1 = 1"
+    cols = [f"{c}.{q(k.name)} AS {q(k.name)}" for k in view.keys]
+    for s in view.stored:
+        cols.append(f"CAST(CASE WHEN {t}.{q('_ns_count')} IS NULL THEN {fresh(view, s, c)} "
+                    f"ELSE {merged(view, s, t, c, f'{c}.{q(LOST)} = 1')} END AS {s.type}) AS {q(s.column)}")
+    return f"SELECT {', '.join(cols)}\nFROM {sd} AS {c}\nLEFT JOIN {copy} AS {t} ON {on}"
+
+
+def changed_rows(view: View, copy: str, sd: str, keep: bool) -> str:
+    """The copy's rows of the groups `sd` changes (keep=True), or of every other group (keep=False)."""
+    t, c = q("t"), q("c")
+    keys = ", ".join(q(k.name) for k in view.keys)
+    if not view.keys:  # a grand total: its one group changed when the summary-delta has a row
+        test = f"EXISTS (SELECT 1 FROM {sd})"
+        return f"SELECT * FROM {copy} WHERE {'' if keep else 'NOT '}{test}"
+    on = " AND ".join(f"{t}.{q(k.name)} IS NOT DISTINCT FROM {c}.{q(k.name)}" for k in view.keys)
+    hit = f"{c}.{q('_ns_hit')}"
+    return (f"SELECT {t}.* FROM {copy} AS {t}\nLEFT JOIN (SELECT DISTINCT {keys}, 1 AS {q('_ns_hit')} FROM {sd}) AS {c} "
+            f"ON {on}\nWHERE {hit} IS {'NOT ' if keep else ''}NULL")
+
+
+def served_rows(view: View, storage: str, changed_only: str | None = None) -> str:
+    """The view's served rows (its declared columns, HAVING applied) from rows of its storage layout:
+    what a reader of the serving view sees, as the table a nested view reads. A grand total serves one
+    row even over no stored row (COUNT 0, the others NULL); changed_only: the SQL of a condition that
+    must hold for that row to appear at all (its group changed tonight)."""
+    source = storage
+    if not view.keys:
+        one = [f"COALESCE(MAX({q(s.column)}), 0) AS {q(s.column)}" if s.kind in ("count_star", "count")
+               else f"MAX({q(s.column)}) AS {q(s.column)}" for s in view.stored]
+        source = f"(SELECT {', '.join(one)} FROM {storage} AS {q('r')}) "
+    cols = ", ".join(f"{served(o)} AS {q(o.name)}" for o in view.outputs)
+    conds = [c for c in (view.having and f"({view.having})", changed_only) if c]
+    where = f" WHERE {' AND '.join(conds)}" if conds else ""
+    return f"SELECT {cols} FROM {source} AS {q('s')}{where}"

@@ -21,3 +21,9 @@ class UnsupportedView(NightshiftError):
 
 class UnknownReference(UnsupportedView):
     """A summary view names a table or column that sql/schema.sql does not declare."""
+
+
+class NotIncremental(UnsupportedView):
+    """Valid SQL that no incremental rule covers (an outer join, a window function, ...): the compiler
+    keeps the view by recompute and the message is the reason `nightshift plan` prints. Raised as an
+    error only where a view must be incremental ([views] <name> = "incremental")."""

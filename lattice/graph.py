@@ -43,13 +43,43 @@ def levels(lattice: Lattice) -> tuple[tuple[str, ...], ...]:
     level or is the change set: one propagate task per level, in order, always finds its parents'
     summary-deltas computed. Points of a level in lattice order."""
     level: dict[str, int] = {}
-    for name in topological_order(lattice):
+    after = {n.name: n.after for n in lattice.nodes if n.kind == "changes" and n.after}
+    for name in _order_with_after(lattice, after):
         if lattice.node(name).kind == "changes":
+            if name in after:  # a summary view's change set: ready in the level after that view's
+                level[name] = level[after[name]]
             continue
         uppers = [level[e.upper] for e in lattice.edges_into(name) if e.upper in level]
         level[name] = 1 + max(uppers) if uppers else 0
-    out: list[list[str]] = [[] for _ in range(1 + max(level.values(), default=-1))]
+    points = {n: k for n, k in level.items() if lattice.node(n).kind != "changes"}
+    out: list[list[str]] = [[] for _ in range(1 + max(points.values(), default=-1))]
     for n in lattice.nodes:
-        if n.name in level:
-            out[level[n.name]].append(n.name)
+        if n.name in points:
+            out[points[n.name]].append(n.name)
     return tuple(tuple(names) for names in out)
+
+
+def _order_with_after(lattice: Lattice, after: dict[str, str]) -> list[str]:
+    """Parents first, and a summary view's change set after that view's point (so after everything that
+    point waits for): Kahn's order over the edges plus one edge view -> change set per summary view."""
+    names = [n.name for n in lattice.nodes]
+    succ: dict[str, list[str]] = {n: [] for n in names}
+    indegree = dict.fromkeys(names, 0)
+    for e in lattice.edges:
+        succ[e.upper].append(e.lower)
+        indegree[e.lower] += 1
+    for change_set, view in after.items():
+        if view in succ:  # a change set whose view is not a point of this lattice waits for nothing
+            succ[view].append(change_set)
+            indegree[change_set] += 1
+    order, ready = [], [n for n in names if indegree[n] == 0]
+    while ready:
+        name = ready.pop(0)
+        order.append(name)
+        for lower in succ[name]:
+            indegree[lower] -= 1
+            if indegree[lower] == 0:
+                ready.append(lower)
+    if len(order) != len(names):
+        raise AssertionError(f"lattice has a cycle among {sorted(set(names) - set(order))}")
+    return order

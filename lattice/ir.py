@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lattice.sql import ident
+
 
 # ---------------------------------------------------------------- schema
 
@@ -34,6 +36,7 @@ class Table:
     columns: tuple[Column, ...]
     primary_key: tuple[str, ...] = ()
     foreign_keys: tuple[ForeignKey, ...] = ()
+    view: str | None = None  # a summary view's rows as a table other views read (the nested mode, paper 000)
 
     def column(self, name: str) -> Column | None:
         low = name.lower()
@@ -53,6 +56,11 @@ class Schema:
         low = name.lower()
         return next((t for t in self.tables if t.name.lower() == low), None)
 
+    @property
+    def base_tables(self) -> tuple[Table, ...]:
+        """The declared tables (sql/schema.sql); the others are summary views read as tables."""
+        return tuple(t for t in self.tables if t.view is None)
+
 
 @dataclass(frozen=True)
 class FunctionalDependency:
@@ -66,10 +74,31 @@ class FunctionalDependency:
 # ---------------------------------------------------------------- views
 
 
+EXPRESSION = ""  # ColumnRef.table of a computed attribute
+
+
 @dataclass(frozen=True)
 class ColumnRef:
+    """An attribute of a view: a base-table column, or a computed scalar expression over base-table
+    columns (table "" and `column` its qualified neutral SQL, e.g. CAST(EXTRACT(YEAR FROM
+    "pos"."date") AS INT)): a group key such as the year of a date is one attribute of the lattice,
+    determined by the columns it reads."""
+
     table: str
     column: str
+
+    @property
+    def is_expression(self) -> bool:
+        return self.table == EXPRESSION
+
+    @property
+    def sql(self) -> str:
+        """The attribute as qualified neutral SQL."""
+        return self.column if self.is_expression else f"{ident(self.table)}.{ident(self.column)}"
+
+    @property
+    def label(self) -> str:
+        return self.column if self.is_expression else f"{self.table}.{self.column}"
 
 
 @dataclass(frozen=True)
@@ -85,9 +114,13 @@ class Join:
 @dataclass(frozen=True)
 class GroupKey:
     name: str  # the column name in the summary table (the view's output name, or the source name if hidden)
-    ref: ColumnRef
+    ref: ColumnRef  # a column, or a computed expression (ColumnRef.is_expression)
     type: str
     declared: bool  # False when the column is grouped by but not in the view's select list
+
+    @property
+    def sql(self) -> str:
+        return self.ref.sql
 
 
 @dataclass(frozen=True)
@@ -114,9 +147,13 @@ class Output:
     """A declared column of the view, as an expression over the summary table's stored columns."""
 
     name: str
-    kind: str  # 'key' | 'count_star' | 'count' | 'sum' | 'avg' | 'min' | 'max'
+    kind: str  # 'key' | 'count_star' | 'count' | 'sum' | 'avg' | 'min' | 'max' | 'column' (a recompute view's)
     source: str  # stored column (key name or aggregate column); for avg the SUM column
     count_column: str | None = None  # for avg: the COUNT(e) column
+
+
+MODES = ("delta", "nested", "recompute")  # how a view is kept (DESIGN.md: "four modes"; auxiliary lands with issue 19)
+MAINTAIN = ("auto", "incremental", "recompute")  # nightshift.toml [views] <name> = ...
 
 
 @dataclass(frozen=True)
@@ -133,10 +170,20 @@ class View:
     stored: tuple[StoredAggregate, ...] = ()
     outputs: tuple[Output, ...] = ()
     quoted: tuple[str, ...] = ()  # names written "quoted" in the view's SQL (case-sensitive on PostgreSQL)
+    having: str | None = None  # HAVING as neutral SQL over the storage table's columns: the serving view's filter
+    mode: str = "delta"  # MODES: how the plan keeps the view
+    reason: str = ""  # why that mode (the construct that no incremental rule covers, and where)
+    maintain: str = "auto"  # MAINTAIN: [views] in nightshift.toml (incremental: never recompute; recompute: always)
+    reads: tuple[str, ...] = ()  # the summary views its SQL reads (a view over views; recompute mode inlines them)
 
     @property
     def dimensions(self) -> tuple[str, ...]:
         return self.tables[1:]
+
+    @property
+    def incremental(self) -> bool:
+        """Kept by an incremental mode (its summary-delta), which a night may still trade for a recompute."""
+        return self.mode != "recompute"
 
     @property
     def has_min_max(self) -> bool:
@@ -168,7 +215,18 @@ class Plan:
 
     @property
     def fact_tables(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(v.fact for v in self.views))
+        return tuple(dict.fromkeys(v.fact for v in self.views if v.incremental))
+
+    @property
+    def incremental_views(self) -> tuple[View, ...]:
+        """The views of the D-lattice (every mode but recompute)."""
+        return tuple(v for v in self.views if v.incremental)
+
+    @property
+    def copied_views(self) -> tuple[View, ...]:
+        """The incremental views a nested view reads: the lake keeps a copy of each (paper 000)."""
+        read = {r.lower() for v in self.views if v.mode == "nested" for r in v.reads}
+        return tuple(v for v in self.views if v.name.lower() in read)
 
 
 # ---------------------------------------------------------------- the D-lattice (paper 001, Section 5)
@@ -197,6 +255,7 @@ class LatticeNode:
     keys: tuple[GroupKey, ...]
     arguments: tuple[Argument, ...] = ()
     stored: tuple[StoredAggregate, ...] = ()
+    after: str | None = None  # a change set of a summary view's table (nested mode): computed after that view
 
     @property
     def count_column(self) -> str:
@@ -364,6 +423,18 @@ class Estimate:
     node: str
     rows: int
     basis: str
+
+
+@dataclass(frozen=True)
+class ModeChoice:
+    """How one night keeps an incremental view: by its summary-delta or by a recompute, and why
+    (costs in rows, the window weighted: lattice/passes/choose_modes.py)."""
+
+    view: str
+    mode: str  # 'delta' | 'recompute'
+    reason: str
+    delta_cost: int = 0
+    recompute_cost: int = 0
 
 
 @dataclass(frozen=True)

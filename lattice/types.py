@@ -6,7 +6,8 @@ import re
 
 from sqlglot import exp
 
-_INTEGER = {"TINYINT": "INTEGER", "SMALLINT": "INTEGER", "INT": "INTEGER", "INTEGER": "INTEGER", "BIGINT": "BIGINT"}
+_INTEGER = {"TINYINT": "INTEGER", "SMALLINT": "INTEGER", "INT": "INTEGER", "INTEGER": "INTEGER", "BIGINT": "BIGINT",
+            "INT4": "INTEGER", "INT8": "BIGINT"}
 _FLOAT = {"FLOAT": "DOUBLE", "DOUBLE": "DOUBLE", "REAL": "DOUBLE", "DOUBLE PRECISION": "DOUBLE"}
 _TEXT = {"VARCHAR", "TEXT", "CHAR", "STRING", "NVARCHAR", "NCHAR", "BPCHAR"}
 _DECIMAL = re.compile(r"^(?:DECIMAL|NUMERIC)\s*(?:\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\))?$")
@@ -29,7 +30,7 @@ def normalize(type_text: str) -> str | None:
         return f"DECIMAL({p},{s})"
     if base in ("DATE",):
         return "DATE"
-    if base in ("TIMESTAMP", "DATETIME", "TIMESTAMP WITHOUT TIME ZONE"):
+    if base in ("TIMESTAMP", "DATETIME", "TIMESTAMP WITHOUT TIME ZONE", "TIMESTAMP_NTZ"):
         return "TIMESTAMP"
     if base in ("BOOLEAN", "BOOL"):
         return "BOOLEAN"

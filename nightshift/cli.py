@@ -12,14 +12,17 @@ from pathlib import Path
 
 from lattice.dlattice import build_lattice
 from nightshift import render
+from nightshift.capture import capture, chosen_sources
 from nightshift.config import load_project
 from nightshift.cycle import Cycle, stderr_progress
 from nightshift.errors import InjectedCrash, NightshiftError
 from nightshift.example import init_project
+from nightshift.example_sources import init_demo
 from nightshift.oracle import check_all, compare
 from runtime.lake import Lake
 from runtime.night import NightPlan
-from spark_jobs.recompute import recompute
+from spark_jobs.oracle import recompute_all
+from warehouse.store import Warehouse
 
 EPILOG = "Docs: README.md. Batches apply in id order; every step is safe to rerun."
 
@@ -75,6 +78,10 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--out", metavar="DIR", help="where to write plan.dot/plan.png/plan.json (default: the project folder)")
     c.add_argument("--json", action="store_true", help="machine-readable output")
     cmd("materialize", _materialize, "Build every summary table from the current base tables (one transaction).")
+    cmd("apply", _apply, "After a change of sql/summaries, sql/schema.sql or [views], between two nights: build only "
+        "the summary views added or changed since the layer was built (from the base), drop the dropped ones, leave "
+        "every other summary table untouched, in one warehouse transaction. nightshift plan lists the difference. "
+        "Safe to rerun.")
     c = cmd("propagate", _step("propagate"), "Compute the batch's summary-deltas with Spark (outside the window).", batch=True)
     c.add_argument("--level", type=int, metavar="K", help="only level K of the D-lattice (nightshift plan lists the "
                    "levels; the Airflow DAG runs one task per level, in order, and the last level writes the manifest "
@@ -87,6 +94,17 @@ def _parser() -> argparse.ArgumentParser:
                    "(default: [validate] sample in nightshift.toml, else 50)")
     c.add_argument("--recompute", action="store_true", help="also compare every served view with a full DuckDB "
                    "recompute from the base tables (reads everything: slow on large tables)")
+    c = cmd("capture", _capture, "Turn the night's sources into change batch ID (lake/changes/<table>/batch_id=<ID>): a "
+            "table snapshot (Parquet or CSV, compared with the base as of the last applied batch), a Debezium CDC feed "
+            "(JSON lines) or an append-only log; without --table, every [capture.<table>] source of nightshift.toml. "
+            "Safe to rerun; never overwrites a batch propagate has read.", batch=True)
+    c.add_argument("--table", metavar="T", help="capture this table only: its [capture.T] source, or the path given below")
+    source = c.add_mutually_exclusive_group()
+    source.add_argument("--snapshot", metavar="PATH", help="a full extract of T: Parquet or CSV files (a file, a folder or a glob)")
+    source.add_argument("--cdc", metavar="PATH", help="Debezium change events of T, one JSON object a line (a file, a folder or a glob)")
+    source.add_argument("--append", metavar="PATH", help="an append-only log of T (Parquet or CSV); needs --since-column")
+    c.add_argument("--since-column", metavar="C", help="with --append: rows whose C is beyond the last captured watermark become inserts")
+    c.add_argument("--ds", metavar="YYYY-MM-DD", help="the date {ds} stands for in source paths (default: the batch id, when it is YYYYMMDD)")
     cmd("run", _run, "The whole nightly cycle of one batch: propagate, refresh, apply-base.", batch=True)
     cmd("publish", _step("publish"), "Mark a validated night published in the ledger (published_at; the Airflow DAG's "
         "publish task does this and emits its asset event). Refused until nightshift validate passed.", batch=True)
@@ -117,11 +135,13 @@ def _plan(args) -> int:
     plan = project.plan
     night, actual = _night_of(project, args.batch)
     lattice = night.lattice if night and night.lattice else build_lattice(plan)
-    files = render.write_files(lattice, Path(args.out) if args.out else project.root, actual)
+    recompute = tuple((v.name, v.reason) for v in plan.views if not v.incremental)
+    files = render.write_files(lattice, Path(args.out) if args.out else project.root, actual, recompute)
     if args.json:
         print(json.dumps(render.plan_dict(plan, lattice, actual, night), indent=1))
         return 0
     print(render.plan_text(plan, project.options, night))
+    print("\nagainst the warehouse:\n" + "\n".join(_layer_lines(project)))
     basis = (f"costed with the statistics of batch {night.batch}; actual rows from its propagate" if night else
              "costed with default statistics (no batch propagated yet)")
     print(f"\n{render.to_text(lattice, actual)}\n({basis})")
@@ -150,6 +170,37 @@ def _night_of(project, batch: str | None) -> tuple[NightPlan | None, dict[str, i
     return None, None
 
 
+def _apply(args) -> int:
+    r = _cycle(args).apply()
+    if r.skipped:
+        print(f"apply: skipped ({r.skipped})")
+        return 0
+    change = r.details
+    print(f"apply: {change.summary()}; {len(change.unchanged)} summary table(s) untouched; done in {r.seconds:.1f}s")
+    return 0
+
+
+def _layer_lines(project) -> list[str]:
+    """What nightshift apply would do: the compiled views against the layer the warehouse's ledger
+    describes; a line saying why not when the warehouse cannot be read."""
+    if not project.warehouse_url:
+        return ["(no warehouse url here: set NIGHTSHIFT_WAREHOUSE_URL to compare with the built summary tables)"]
+    try:
+        warehouse = Warehouse(project.warehouse_url, project.root)
+        ledger = warehouse.ledger()
+        if not ledger:
+            return ["no summary tables built yet (the first night or nightshift materialize builds them)"]
+        if ledger[-1].plan == project.plan.fingerprint:
+            return [f"the built summary tables match this plan ({project.plan.fingerprint})"]
+        return ([f"the built summary tables are plan {ledger[-1].plan}, not {project.plan.fingerprint}; "
+                 f"nightshift apply would:"] + [f"  {line}" for line in warehouse.layer_diff(project.plan, ledger).lines()])
+    except NightshiftError as e:
+        return [f"(could not compare with the built summary tables: {e})"]
+    finally:
+        if "warehouse" in locals():
+            warehouse.dispose()
+
+
 def _materialize(args) -> int:
     r = _cycle(args).materialize()
     print(f"materialized {len(r.details)} summary table(s) at base state {r.batch or '(empty)'} in {r.seconds:.1f}s")
@@ -173,12 +224,26 @@ def _run(args) -> int:
     return 0
 
 
+def _capture(args) -> int:
+    project = load_project(args.project)
+    sources = chosen_sources(project, args.table, args.snapshot, args.cdc, args.append, args.since_column)
+    r = capture(project, args.batch, sources, progress=stderr_progress, ds=args.ds)
+    if r.skipped:
+        print(f"capture {args.batch}: skipped ({r.skipped})")
+    for rec in r.records:
+        print(f"capture {args.batch}: {rec.table} from {rec.kind}: {rec.inserted} insert(s), {rec.deleted} delete(s) "
+              f"(against base {rec.base or '(empty)'}; {len(rec.sources)} file(s))")
+    if r.records:
+        print(f"capture {args.batch}: done in {r.seconds:.2f}s; next: nightshift run --project {args.project} --batch {args.batch}")
+    return 0
+
+
 def _verify_cycle(cycle, engine: str) -> list:
     problems = []
     if engine in ("duckdb", "both"):
         problems += check_all(cycle.plan, cycle.lake, cycle.warehouse.read_view)
     if engine in ("spark", "both"):
-        rows = recompute(cycle.spark, cycle.plan, cycle.lake)
+        rows = recompute_all(cycle.spark, cycle.plan, cycle.lake)
         for v in cycle.plan.views:
             m = compare(v.name, rows[v.name], cycle.warehouse.read_view(v))
             if m:
@@ -218,13 +283,22 @@ def _status(args) -> int:
     print(f"lake base at: {state.last or '(empty)'}; ledger at: {ledger[-1].position if ledger else '(no summary tables)'}")
     pending = [b for b in cycle.lake.batch_ids() if b not in state.applied]
     print(f"pending batches: {', '.join(pending) or 'none'}")
+    layer = next((r for r in reversed(ledger) if r.kind in ("materialize", "apply")), None)
+    if layer is not None and layer.kind == "apply":
+        done = layer.stats.get("_ns_apply") or {}
+        print(f"summary layer changed by nightshift apply at {layer.position or '(empty)'}: "
+              + "; ".join(f"{k} {', '.join(v)}" for k, v in done.items() if v))
+    if ledger and ledger[-1].plan != cycle.plan.fingerprint:
+        print(f"summary layer: {cycle.warehouse.layer_diff(cycle.plan, ledger).summary()} since it was built; "
+              f"run nightshift apply (nightshift plan shows how)")
     last = next((r for r in reversed(ledger) if r.kind == "batch"), None)
     if last:  # how each summary table was refreshed (paper 001, 4.3)
         print(f"last refresh ({last.batch_id}): validated {last.validated_at or 'no'}; published {last.published_at or 'no'}")
         for view, s in last.stats.items():
             if isinstance(s, dict) and "path" in s:
                 exact = f", {s['minmax_exact_groups']} exact MIN/MAX group(s)" if "minmax_exact_groups" in s else ""
-                print(f"  {view}: {s['path']} ({s['why']}); +{s['inserted']} ~{s['updated']} -{s['deleted']}{exact}")
+                mode = f"{s['mode']} mode ({s['mode_why']}); " if s.get("mode") else ""
+                print(f"  {view}: {mode}{s['path']} ({s['why']}); +{s['inserted']} ~{s['updated']} -{s['deleted']}{exact}")
     return 0
 
 
@@ -235,20 +309,25 @@ def _demo(args) -> int:
             raise NightshiftError(f"{target} exists and was not made by nightshift demo; pass --dir to choose another folder")
         shutil.rmtree(target)
     t0 = time.perf_counter()
-    ids = init_project(target, "retail", args.rows, args.nights)
+    ids, landed = init_demo(target, args.rows, args.nights)  # the example's batches, then two nights as sources
     (target / ".nightshift-demo").write_text("made by nightshift demo\n")
-    print(f"demo: created {target} with {args.rows} pos rows in batch {ids[0]} and {len(ids) - 1} nights "
+    print(f"demo: created {target} with {args.rows} pos rows in batch {ids[0]}, {len(ids) - 1} nights of change batches "
+          f"and {len(landed)} landed as sources ({', '.join(f'{n.batch}: {n.kind}' for n in landed)}) "
           f"in {time.perf_counter() - t0:.1f}s", flush=True)
     cycle = Cycle(load_project(target))
     table = []
     for b in ids:
         results = cycle.run(b)
         table.append((b, {r.step: r for r in results}))
+    captured = []
+    for night in landed:  # nightshift capture turns the night's sources into its batch; then the night runs as any
+        captured.append((night, capture(cycle.project, night.batch, night.sources, spark=cycle.spark, progress=cycle.progress)))
+        table.append((night.batch, {r.step: r for r in cycle.run(night.batch)}))
     t = time.perf_counter()
     problems = check_all(cycle.plan, cycle.lake, cycle.warehouse.read_view)
     duck_s = time.perf_counter() - t
     t = time.perf_counter()
-    rows = recompute(cycle.spark, cycle.plan, cycle.lake)
+    rows = recompute_all(cycle.spark, cycle.plan, cycle.lake)
     spark_s = time.perf_counter() - t
     problems += [m for v in cycle.plan.views if (m := compare(v.name, rows[v.name], cycle.warehouse.read_view(v)))]
     print("\nbatch      change rows  propagate   refresh  apply-base   sd rows (per view)")
@@ -258,6 +337,9 @@ def _demo(args) -> int:
         sd = " ".join(f"{d.view}={d.rows}" for d in man.deltas)
         print(f"{b:<10} {changes:>11}  {steps['propagate'].seconds:8.2f}s {steps['refresh'].seconds:8.2f}s "
               f"{steps['apply-base'].seconds:9.2f}s   {sd}")
+    for night, c in captured:
+        print(f"{night.batch} captured from {night.kind} sources in {c.seconds:.2f}s: "
+              + ", ".join(f"{r.table} +{r.inserted} -{r.deleted}" for r in c.records))
     print(f"\nchecked against recomputation from scratch (recompute + bag comparison in Python of every row): "
           f"DuckDB {duck_s:.2f}s, Spark {spark_s:.2f}s (all {len(cycle.plan.views)} views); "
           f"`python -m bench.run` times the recomputes alone")

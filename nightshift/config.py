@@ -11,9 +11,12 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+import duckdb
+
 from lattice import compile_project
 from lattice.ir import FunctionalDependency, Plan
-from runtime.errors import ConfigError
+from lattice.sql import ident, to_dialect
+from runtime.errors import ConfigError, UnsupportedView
 from runtime.options import Options
 from warehouse.store import mask
 
@@ -52,6 +55,7 @@ class Project:
     settings: dict
     warehouse_conn_id: str = ""  # [warehouse] airflow_conn_id: DAG tasks take the URL from this Airflow connection
     options: Options = Options()  # the method's switches ([refresh] new_keys and NIGHTSHIFT_* flags), read once
+    maintain: tuple[tuple[str, str], ...] = ()  # [views] name = "auto" | "incremental" | "recompute"
 
     @property
     def name(self) -> str:
@@ -66,7 +70,9 @@ class Project:
         if not summaries:
             raise ConfigError(f"{self.root / 'sql' / 'summaries'}: no summary views (*.sql) found")
         files = {str(p.relative_to(self.root)): p.read_text() for p in summaries}
-        return compile_project(schema_file.read_text(), files, self.dependencies, "sql/schema.sql")
+        plan = compile_project(schema_file.read_text(), files, self.dependencies, "sql/schema.sql", self.maintain)
+        check_views(plan)
+        return plan
 
 
 def load_project(root: str | Path) -> Project:
@@ -78,7 +84,7 @@ def load_project(root: str | Path) -> Project:
         data = tomllib.loads(toml_file.read_text())
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{toml_file}: malformed TOML: {e}") from None
-    for section in ("lake", "warehouse", "spark", "window", "dependencies", "refresh"):
+    for section in ("lake", "warehouse", "spark", "window", "dependencies", "refresh", "views"):
         if section in data and not isinstance(data[section], dict):
             raise ConfigError(f"{toml_file}: [{section}] must be a table")
     lake = Path(_str(data, "lake", "path", "lake", toml_file))
@@ -104,7 +110,36 @@ def load_project(root: str | Path) -> Project:
         settings=data,
         warehouse_conn_id=conn_id,
         options=Options.read(os.environ, _names(data.get("refresh", {}), "new_keys", toml_file)),
+        maintain=_maintain(data.get("views", {}), toml_file),
     )
+
+
+def _maintain(section: dict, file: Path) -> tuple[tuple[str, str], ...]:
+    out = []
+    for name, value in section.items():
+        if not isinstance(value, str):
+            raise ConfigError(f'{file}: [views] {name} must be "auto", "incremental" or "recompute", got {value!r}')
+        out.append((name, value))
+    return tuple(out)
+
+
+def check_views(plan: Plan) -> None:
+    """Every view's SQL, bound by DuckDB (the oracle's engine) against empty tables of the schema:
+    an unknown column, a type error or anything else that has no meaning is refused here, naming the
+    file and the view, before any night runs (the compiler checks the tables it reads)."""
+    con = duckdb.connect()
+    try:
+        for t in plan.schema.base_tables:
+            cols = ", ".join(f"{ident(c.name)} {c.type}" for c in t.columns)
+            con.execute(f"CREATE TABLE {ident(t.name)} ({cols})")
+        for v in plan.views:
+            try:
+                con.execute(f"CREATE VIEW {ident(v.name)} AS {to_dialect(v.sql, 'duckdb')}")
+            except duckdb.Error as e:
+                message = " ".join(str(e).split())
+                raise UnsupportedView(f"{v.file}: view {v.name}: invalid SQL: {message}") from None
+    finally:
+        con.close()
 
 
 def _names(section: dict, key: str, file: Path) -> tuple[str, ...]:

@@ -13,6 +13,7 @@ Batches apply strictly in id order; anything else is refused with a BatchOrderEr
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -20,16 +21,18 @@ from functools import cached_property
 from typing import Any, Callable
 
 from nightshift.config import Project
+from lattice.layer import changed_message
 from runtime.errors import BatchOrderError, ConfigError, PlanChanged, WarehouseError
+from runtime.faults import checkpoint
 from runtime.lake import Lake, check_batch_id
 from runtime.manifest import Manifest
 from runtime.night import BatchInfo
 from runtime.options import Options
 from spark_jobs.apply_base import apply_base
-from spark_jobs.materialize import materialize
+from spark_jobs.materialize import materialize, materialize_views, switch_layer_copies
 from spark_jobs.propagate import propagate
 from spark_jobs.session import get_spark
-from warehouse.store import RefreshHints, Warehouse, mask
+from warehouse.store import RefreshHints, StagedDelta, Warehouse, mask
 
 
 def stderr_progress(msg: str) -> None:
@@ -109,7 +112,7 @@ class Cycle:
                 f"batch {batch} is out of order: batch {state.last} is already applied and batches apply in id order; "
                 f"fold {batch}'s changes into a new batch with an id after {state.last}"
             )
-        self.lake.batch_files(batch, [t.name for t in self.plan.schema.tables])  # exists at all?
+        self.lake.batch_files(batch, [t.name for t in self.plan.schema.base_tables])  # exists at all?
         earlier = [b for b in self.lake.batch_ids() if b < batch and b not in state.applied and (state.last is None or b > state.last)]
         if earlier:
             raise BatchOrderError(f"batch {batch} is out of order: batch {earlier[0]} comes first and is not applied yet")
@@ -120,10 +123,9 @@ class Cycle:
         ledger = self.warehouse.ledger()
         if ledger:
             if ledger[-1].plan != self.plan.fingerprint:
-                raise PlanChanged(
-                    f"sql/schema.sql or sql/summaries changed since the summary tables were built "
-                    f"(plan {ledger[-1].plan} -> {self.plan.fingerprint}); run nightshift materialize"
-                )
+                raise PlanChanged(changed_message(self.warehouse.layer_diff(self.plan, ledger), ledger[-1].plan,
+                                                  self.plan.fingerprint))
+            self._finish_apply(ledger)
             return
         state = self.lake.state()
         if state.applied:
@@ -158,6 +160,12 @@ class Cycle:
                 f"{self.project.root / 'nightshift.toml'}: [refresh] new_keys: no summary view named {unknown[0]!r} "
                 f"(views: {', '.join(sorted(names.values()))})"
             )
+        keyless = [n for n in self.options.new_keys if not self.plan.view(names[n.lower()]).keys]
+        if keyless:
+            raise ConfigError(
+                f"{self.project.root / 'nightshift.toml'}: [refresh] new_keys: {keyless[0]} has no GROUP BY (one group "
+                f"that is never new after the first night); remove it from new_keys"
+            )
         return RefreshHints(
             insert_only=manifest.night.insert_only,
             new_keys=frozenset(names[n.lower()] for n in self.options.new_keys),
@@ -180,11 +188,11 @@ class Cycle:
             )
         deltas = {}
         for v in self.plan.views:
-            entry = manifest.delta(v.name)
+            entry, step = manifest.delta(v.name), manifest.night.view(v.name)
             files = self.lake.delta_files(batch, entry.part) if entry else []
             if entry is None or (entry.rows and not files):
                 raise WarehouseError(f"refresh {batch}: summary-delta of {v.name} is missing; rerun nightshift propagate --batch {batch}")
-            deltas[v.name] = (files, entry.prefix)
+            deltas[v.name] = StagedDelta(files, entry.prefix, step.mode, step.reason, entry.columns)
         stats = self.warehouse.refresh(self.plan, batch, deltas, state.last or "", self.progress, self.refresh_hints(manifest))
         if stats is None:
             return StepResult("refresh", batch, skipped=f"batch {batch} is already in the ledger")
@@ -234,6 +242,47 @@ class Cycle:
         views = materialize(self.spark, self.plan, self.lake, state, out, self.progress)
         self.warehouse.materialize(self.plan, {v.name: out / v.name for v in self.plan.views}, state.last or "", views)
         return StepResult("materialize", state.last, seconds=time.perf_counter() - t0, details=views)
+
+    def apply(self) -> StepResult:
+        """nightshift apply, between two nights: build the views added or changed since the summary layer
+        was built (from the base at the lake's state) and drop the dropped ones, in one warehouse
+        transaction that leaves every other summary table as it is; then the lake copies nested views
+        read switch (a crash in between is finished by the next apply or night). Safe to rerun."""
+        t0 = time.perf_counter()
+        ledger = self.warehouse.ledger()
+        if not ledger:
+            raise WarehouseError("apply: the warehouse has no summary tables yet; run nightshift materialize "
+                                 "(or the first night, for a project that starts empty)")
+        state = self.lake.state()
+        if ledger[-1].position != (state.last or ""):
+            raise BatchOrderError(
+                f"apply: the summary tables are at {ledger[-1].position or 'empty'} but the lake's base at "
+                f"{state.last or 'empty'}; apply runs between two nights: finish the night first "
+                f"(nightshift apply-base --batch {ledger[-1].position})")
+        change = self.warehouse.layer_diff(self.plan, ledger)
+        if ledger[-1].plan == self.plan.fingerprint:
+            self._finish_apply(ledger)
+            return StepResult("apply", state.last, skipped="the summary tables already match the plan", details=change)
+        for line in change.lines():
+            self.progress(f"apply: {line}")
+        out = self.lake.root / "applied"
+        shutil.rmtree(out, ignore_errors=True)
+        views, copies = materialize_views(self.spark, self.plan, self.lake, state, out, self.progress,
+                                          only=frozenset(change.rebuild))
+        stats = {**views, "_ns_copies": copies,
+                 "_ns_apply": {"added": list(change.added), "changed": [c.view for c in change.changed],
+                               "dropped": list(change.dropped)}}
+        self.warehouse.apply_layer(self.plan, change, {v: out / v for v in views}, state.last or "", stats, self.progress)
+        checkpoint("apply:before_copies")
+        switch_layer_copies(self.plan, self.lake, copies)
+        shutil.rmtree(out, ignore_errors=True)
+        return StepResult("apply", state.last, seconds=time.perf_counter() - t0, details=change)
+
+    def _finish_apply(self, ledger) -> None:
+        """The lake copies of the last nightshift apply, if a crash stopped it after its commit."""
+        last = ledger[-1]
+        if last.kind == "apply" and switch_layer_copies(self.plan, self.lake, last.stats.get("_ns_copies") or {}):
+            self.progress("apply: switched the lake copies of the last nightshift apply (it stopped after its commit)")
 
     def close(self) -> None:
         self.warehouse.dispose()

@@ -33,6 +33,7 @@ os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")  # before GX is imported:
 
 import great_expectations as gx  # noqa: E402
 import great_expectations.expectations as gxe  # noqa: E402
+import sqlglot  # noqa: E402
 
 from lattice import emit, types  # noqa: E402
 from lattice.graph import mark_cover  # noqa: E402
@@ -142,7 +143,8 @@ def plan_suites(plan: Plan, ident: Ident, dialect: str, edges: tuple[Rollup, ...
         mine = tuple(r for r in edges if r.child.name == v.name)
         out.append(SuiteSpec(v.name, "warehouse", storage(v), v.storage_table,
                              warehouse_suite(v, mine, ident, dialect, plan.schema)))
-        out.append(SuiteSpec(v.name, "lake", sample_table(v), v.storage_table, lake_suite(v)))
+        if v.incremental:  # a recompute view is its own recomputation every night: no sample to check
+            out.append(SuiteSpec(v.name, "lake", sample_table(v), v.storage_table, lake_suite(v)))
     return tuple(out)
 
 
@@ -167,12 +169,16 @@ def row_count_parameters(view: View) -> tuple[str, str]:
 
 def warehouse_suite(view: View, rollups_: tuple[Rollup, ...] = (), ident: Ident = default_ident, dialect: str = "duckdb",
                     schema: Schema | None = None) -> gx.ExpectationSuite:
+    if not view.incremental:
+        return gx.ExpectationSuite(name=suite_name(view, "warehouse"), expectations=[_row_count(view)],
+                                   meta={"nightshift": {"view": view.name, "file": view.file, "source": "warehouse"}})
     n = lambda name: ident(view, name)  # noqa: E731
     keys = ", ".join(n(k.name) for k in view.keys)
     star = n("_ns_count")
+    unique = (f"SELECT {keys}, COUNT(*) AS copies FROM {BATCH} GROUP BY {keys} HAVING COUNT(*) > 1" if keys
+              else f"SELECT COUNT(*) AS copies FROM {BATCH} HAVING COUNT(*) > 1")  # a grand total: one row at most
     exps = [
-        _rows(view, "unique_groups", f"SELECT {keys}, COUNT(*) AS copies FROM {BATCH} GROUP BY {keys} HAVING COUNT(*) > 1",
-              "the group-by columns are unique together (NULLs group together)"),
+        _rows(view, "unique_groups", unique, "the group-by columns are unique together (NULLs group together)"),
         _rows(view, "count_star_positive", f"SELECT * FROM {BATCH} WHERE {star} IS NULL OR {star} < 1",
               "hidden COUNT(*) is at least 1 in every row (a group whose count reaches 0 is deleted)"),
     ]
@@ -190,20 +196,24 @@ def warehouse_suite(view: View, rollups_: tuple[Rollup, ...] = (), ident: Ident 
                           f"its COUNT(e) is 0 (Figure 8)"))
     for o in view.outputs:
         if o.kind == "avg":
-            exps.append(_rows(view, "avg_is_sum_over_count", _avg_sql(view, o, n),
+            exps.append(_rows(view, "avg_is_sum_over_count", _avg_sql(view, o, n, dialect),
                               f"served {o.name} = stored SUM / COUNT, per group"))
     for r in rollups_:
         joined = f" joined with {', '.join(r.edge.join_labels)}" if r.edge.joins else ""
         exps.append(_rows(view, r.check, _rollup_sql(r, ident, dialect, schema),
                           f"{view.name} = {r.parent.name}{joined} aggregated to ({', '.join(k.name for k in view.keys)}): "
                           f"COUNT and SUM add up, MIN/MAX compose, per group (D-lattice edge)"))
-    lo, hi = row_count_parameters(view)
-    exps.append(gxe.ExpectTableRowCountToBeBetween(
-        min_value={"$PARAMETER": lo}, max_value={"$PARAMETER": hi}, severity="warning",
-        meta=_meta(view, "row_count_vs_previous"),
-        description=f"{view.storage_table}: row count within the configured tolerance of the previous night's"))
+    exps.append(_row_count(view))
     return gx.ExpectationSuite(name=suite_name(view, "warehouse"), expectations=exps,
                                meta={"nightshift": {"view": view.name, "file": view.file, "source": "warehouse"}})
+
+
+def _row_count(view: View):
+    lo, hi = row_count_parameters(view)
+    return gxe.ExpectTableRowCountToBeBetween(
+        min_value={"$PARAMETER": lo}, max_value={"$PARAMETER": hi}, severity="warning",
+        meta=_meta(view, "row_count_vs_previous"),
+        description=f"{view.storage_table}: row count within the configured tolerance of the previous night's")
 
 
 def lake_suite(view: View) -> gx.ExpectationSuite:
@@ -260,7 +270,15 @@ def _combine(kind: str) -> str:
     return {"min": "MIN", "max": "MAX"}.get(kind, "SUM")
 
 
-def _avg_sql(view: View, o, n) -> str:
+def _over_storage(sql: str, n: Callable[[str], str], dialect: str) -> str:
+    """Neutral SQL over a summary table's column names (view.having) as this warehouse names them."""
+    def swap(node):
+        return sqlglot.parse_one(n(node.name)) if isinstance(node, sqlglot.exp.Column) else node
+
+    return to_dialect(sqlglot.parse_one(sql).transform(swap).sql(), dialect)
+
+
+def _avg_sql(view: View, o, n, dialect: str) -> str:
     """Served AVG vs stored SUM/COUNT. The serving view may hide group-by columns, so the two are
     compared per declared group as signed sums (row count, NULL count and sum of the averages)."""
     declared = [n(k.name) for k in view.keys if k.declared]
@@ -270,7 +288,8 @@ def _avg_sql(view: View, o, n) -> str:
     avg = f"CASE WHEN {c} = 0 THEN NULL ELSE CAST({s} AS DOUBLE PRECISION) / {c} END"
     served = (f"SELECT {lead}1 AS _ns_n, CASE WHEN {n(o.name)} IS NULL THEN 1 ELSE 0 END AS _ns_null, "
               f"CAST({n(o.name)} AS DOUBLE PRECISION) AS _ns_avg FROM {n(view.name)}")
-    stored = (f"SELECT {lead}-1, -(CASE WHEN {c} = 0 THEN 1 ELSE 0 END), -({avg}) FROM {BATCH}")
+    kept = f" WHERE {_over_storage(view.having, n, dialect)}" if view.having else ""  # the groups HAVING serves
+    stored = (f"SELECT {lead}-1, -(CASE WHEN {c} = 0 THEN 1 ELSE 0 END), -({avg}) FROM {BATCH}{kept}")
     group = f" GROUP BY {kd}" if kd else ""
     return (
         f"SELECT * FROM (SELECT {lead}SUM(_ns_n) AS served_minus_stored_rows, SUM(_ns_null) AS served_minus_stored_nulls, "
@@ -318,7 +337,7 @@ def _base_from(view: View, fact: str | None = None) -> tuple[list[str], str, lis
     """The view's join tree and filter over the lake's base tables (DuckDB): group-by column
     expressions, the FROM list (comma joins: GX treats a query with JOIN differently), conditions.
     `fact` replaces the fact table (e.g. by the batch's deleted rows)."""
-    refs = [f"{q(k.ref.table)}.{q(k.ref.column)}" for k in view.keys]
+    refs = [_duckdb(k.sql) for k in view.keys]
     tables = ", ".join(f"{fact if fact and t == view.fact else q(t)} AS {q(t)}" for t in view.tables)
     where = [f"{q(j.child)}.{q(a)} = {q(j.parent)}.{q(b)}" for j in view.joins for a, b in zip(j.child_columns, j.parent_columns)]
     if view.where:
@@ -337,26 +356,33 @@ def base_rows_sql(view: View, fact: str | None = None) -> str:
 def _recompute_sql(view: View) -> str:
     """The stored rows of the sampled groups vs the same groups recomputed by DuckDB from the
     lake's base tables (COUNT(*), COUNT(e), SUM(e), MIN(e), MAX(e) per group, straight from the
-    view's join tree and filter). Runs in the lake's validation DuckDB, never in the warehouse."""
+    view's join tree and filter). Runs in the lake's validation DuckDB, never in the warehouse. A
+    grand total (no group keys) compares its one row, or none over no base rows."""
     keys = ", ".join(q(k.name) for k in view.keys)
+    lead = keys + ", " if keys else ""
     stored = ", ".join(q(s.column) for s in view.stored)
     refs, tables, where = _base_from(view)
     recomputed = ", ".join([f"{r} AS {q(k.name)}" for r, k in zip(refs, view.keys)]
                            + [f"{_duckdb(emit.base_aggregate(view, s))} AS {q(s.column)}" for s in view.stored])
-    sampled = " AND ".join(f"{r} IS NOT DISTINCT FROM s.{q(k.name)}" for r, k in zip(refs, view.keys))
-    where = where + [f"EXISTS (SELECT 1 FROM {q(keys_table(view))} AS s WHERE {sampled})"]
+    if view.keys:
+        sampled = " AND ".join(f"{r} IS NOT DISTINCT FROM s.{q(k.name)}" for r, k in zip(refs, view.keys))
+        where = where + [f"EXISTS (SELECT 1 FROM {q(keys_table(view))} AS s WHERE {sampled})"]
     aggs, tests = [], []
     for s in view.stored:
         col = q(s.column)
         mine, theirs = q(f"warehouse.{s.column}"), q(f"recomputed.{s.column}")
         aggs.append(f"MAX(CASE WHEN _ns_stored = 1 THEN {col} END) AS {mine}, MAX(CASE WHEN _ns_stored = 0 THEN {col} END) AS {theirs}")
         tests.append(_differs(mine, theirs, s.type))
+    cond = f" WHERE {' AND '.join(where)}" if where else ""
+    grouped = f" GROUP BY {', '.join(refs)}" if refs else " HAVING COUNT(*) > 0"
+    outer = f" GROUP BY {keys}" if keys else ""
+    rows = "warehouse_rows <> 1 OR recomputed_rows <> 1" if keys else "warehouse_rows <> recomputed_rows"
     return (
-        f"SELECT * FROM (SELECT {keys}, SUM(_ns_stored) AS warehouse_rows, SUM(1 - _ns_stored) AS recomputed_rows, "
+        f"SELECT * FROM (SELECT {lead}SUM(_ns_stored) AS warehouse_rows, SUM(1 - _ns_stored) AS recomputed_rows, "
         f"{', '.join(aggs)} FROM ("
-        f"SELECT 1 AS _ns_stored, {keys}, {stored} FROM {BATCH} UNION ALL "
-        f"SELECT 0, {recomputed} FROM {tables} WHERE {' AND '.join(where)} GROUP BY {', '.join(refs)}"
-        f") AS u GROUP BY {keys}) AS g WHERE warehouse_rows <> 1 OR recomputed_rows <> 1 OR " + " OR ".join(tests)
+        f"SELECT 1 AS _ns_stored, {lead}{stored} FROM {BATCH} UNION ALL "
+        f"SELECT 0, {recomputed} FROM {tables}{cond}{grouped}"
+        f") AS u{outer}) AS g WHERE {rows} OR " + " OR ".join(tests)
     )
 
 

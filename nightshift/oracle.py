@@ -15,7 +15,7 @@ from pathlib import Path
 import duckdb
 
 from lattice.ir import Plan, Schema, View
-from lattice.sql import duckdb_read_parquet, ident
+from lattice.sql import duckdb_read_parquet, ident, to_dialect
 from runtime.lake import Lake, LakeState
 
 
@@ -60,7 +60,7 @@ def duckdb_base(lake: Lake, schema: Schema, state: LakeState | None = None, data
     (views over Parquet)."""
     state = state or lake.state()
     con = duckdb.connect(database)
-    for t in schema.tables:
+    for t in schema.base_tables:
         d = lake.current_base_dir(t.name, state)
         files = sorted(Path(d).glob("*.parquet")) if d is not None else []
         if files:
@@ -72,12 +72,23 @@ def duckdb_base(lake: Lake, schema: Schema, state: LakeState | None = None, data
 
 
 def recompute_duckdb(con: duckdb.DuckDBPyConnection, view: View) -> list[tuple]:
-    return [tuple(r) for r in con.execute(view.sql).fetchall()]
+    return [tuple(r) for r in con.execute(to_dialect(view.sql, "duckdb")).fetchall()]
+
+
+def define_views(con: duckdb.DuckDBPyConnection, plan: Plan) -> None:
+    """Every summary view another view reads, as a DuckDB view of its own SQL (plan order puts the
+    views a view reads before it)."""
+    read = {r.lower() for v in plan.views for r in v.reads}
+    for v in plan.views:
+        if v.name.lower() in read:
+            names = ", ".join(ident(o.name) for o in v.outputs)
+            con.execute(f"CREATE VIEW {ident(v.name)}({names}) AS {to_dialect(v.sql, 'duckdb')}")
 
 
 def check_all(plan: Plan, lake: Lake, read_view) -> list[Mismatch]:
     """Compare every view served by the warehouse (read_view(view) -> rows) with a DuckDB recompute."""
     con = duckdb_base(lake, plan.schema)
+    define_views(con, plan)
     try:
         out = []
         for v in plan.views:

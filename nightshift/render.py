@@ -41,11 +41,20 @@ def plan_text(plan: Plan, options: Options, night: NightPlan | None = None) -> s
     lines = [head]
     new_keys = {n.lower() for n in (night.options if night else options).new_keys}
     for v in plan.views:
+        lines += ["", f"{v.name}  ({v.file})", f"  mode: {v.mode}" + (f" ({v.maintain} in [views])" if v.maintain != "auto" else "")]
+        if not v.incremental:
+            lines.append(f"  why: {v.reason}")
+            lines.append(f"  reads: {', '.join((*v.tables, *v.reads))}; columns: {', '.join(o.name for o in v.outputs)}")
+            if night is not None:
+                lines += _night_lines(night, v.name)
+            continue
         joins = ", ".join(f"{j.child}.{'/'.join(j.child_columns)} -> {j.parent}" for j in v.joins) or "none"
-        lines += ["", f"{v.name}  ({v.file})", f"  fact {v.fact}; joins: {joins}"]
+        lines.append(f"  fact {v.fact}; joins: {joins}")
         if v.where:
             lines.append(f"  filter: {v.where}")
-        lines.append(f"  group by: {', '.join(k.name + ('' if k.declared else ' (hidden)') for k in v.keys) or '(none)'}")
+        lines.append("  group by: " + (", ".join(_key_text(k) for k in v.keys) or "(none: a grand total, one row)"))
+        if v.having:
+            lines.append(f"  having (applied by the serving view; every group is stored): {v.having}")
         for o in v.outputs:
             if o.kind != "key":
                 extra = f" / {o.count_column}" if o.count_column else ""
@@ -62,8 +71,16 @@ def plan_text(plan: Plan, options: Options, night: NightPlan | None = None) -> s
     return "\n".join(lines)
 
 
+def _key_text(k) -> str:
+    text = k.name + (f" = {k.sql}" if k.ref.is_expression else "")
+    return text + ("" if k.declared else " (hidden)")
+
+
 def _night_lines(night: NightPlan, view: str) -> list[str]:
-    step, node = night.view(view), night.node(view)
+    step = night.view(view)
+    if step.mode == "recompute":
+        return [f"  night {night.batch}: recompute ({step.reason}); whole contents to part={step.part}, level {step.level}"]
+    node = night.node(view)
     where = "the change set" if node.from_changes else f"sd_{node.parent} (5.1)"
     pre = f", pre-aggregated by {', '.join(node.preaggregated_by)}" if node.preaggregated_by else ""
     exact = {"": "", "lost": "; exact MIN/MAX for every group that lost rows",
@@ -265,7 +282,10 @@ def _dot_string(s: str) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
-def to_dot(lattice: Lattice, actual_rows: Rows = None) -> str:
+Recompute = tuple[tuple[str, str], ...]  # (view, why) of the views kept by recompute: drawn apart
+
+
+def to_dot(lattice: Lattice, actual_rows: Rows = None, recompute: Recompute = ()) -> str:
     lines = [
         "digraph dlattice {",
         "  rankdir=TB;",
@@ -280,8 +300,20 @@ def to_dot(lattice: Lattice, actual_rows: Rows = None) -> str:
         attrs = [f"label={_dot_string(edge_label(e))}"]
         attrs.append("penwidth=2" if is_chosen(lattice, e) else "style=dashed")
         lines.append(f"  {_dot_string(e.upper)} -> {_dot_string(e.lower)} [{', '.join(attrs)}];")
+    if recompute:
+        lines.append('  subgraph cluster_recompute { label="kept by recompute (outside the lattice)"; style=dashed;')
+        for name, reason in recompute:
+            lines.append(f"    {_dot_string(name)} [label={_dot_string(name + chr(10) + _short(reason))}, style=filled, "
+                         f"fillcolor=\"#fbeee6\"];")
+        lines.append("  }")
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def _short(reason: str, width: int = 48) -> str:
+    """A recompute view's reason without its file and view prefix, cut to fit a box."""
+    text = reason.split(": ", 2)[-1] if reason.count(": ") >= 2 else reason
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 # ------------------------------------------------------------------ PNG
@@ -310,7 +342,8 @@ def layers(lattice: Lattice) -> list[list[str]]:
     return out
 
 
-def write_png(lattice: Lattice, path: str | Path, actual_rows: Rows = None, title: str = "D-lattice") -> Path:
+def write_png(lattice: Lattice, path: str | Path, actual_rows: Rows = None, title: str = "D-lattice",
+              recompute: Recompute = ()) -> Path:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
@@ -322,11 +355,12 @@ def write_png(lattice: Lattice, path: str | Path, actual_rows: Rows = None, titl
     height = 3 * line_h + 0.2
     layer_w = [sum(width[n] for n in layer) + gap_x * (len(layer) - 1) for layer in rows]
     legend = "solid: chosen parent (5.5)   dashed: other lattice edge   label: dimension joined on the edge   +attr: hidden"
-    fig_w = max(max(layer_w, default=1) + 1.0, len(legend) * 0.065 + 0.5)
-    fig_h = len(rows) * (height + gap_y) + 1.0
+    side = max((max(len(n), len(_short(r))) * char_w + 0.5 for n, r in recompute), default=0.0)
+    fig_w = max(max(layer_w, default=1) + 1.0, len(legend) * 0.065 + 0.5) + side
+    fig_h = max(len(rows) * (height + gap_y) + 1.0, len(recompute) * (height + 0.3) + 1.6)
     centre: dict[str, tuple[float, float]] = {}
     for i, layer in enumerate(rows):
-        x = (fig_w - layer_w[i]) / 2
+        x = (fig_w - side - layer_w[i]) / 2
         y = fig_h - 0.8 - i * (height + gap_y) - height / 2
         for n in layer:
             centre[n] = (x + width[n] / 2, y)
@@ -364,18 +398,28 @@ def write_png(lattice: Lattice, path: str | Path, actual_rows: Rows = None, titl
         if e.join_labels:
             ax.text((x1 + x2) / 2, (y1 + y2) / 2, edge_label(e), ha="center", va="center", fontsize=8,
                     bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "#bbbbbb"})
+    if recompute:  # beside the lattice: views kept by recompute, with why
+        x0 = fig_w - side + 0.1
+        ax.text(x0, fig_h - 0.3, "kept by recompute", fontsize=9.5, fontweight="bold", va="center")
+        for i, (name, reason) in enumerate(recompute):
+            y = fig_h - 0.8 - i * (height + 0.3) - height / 2
+            ax.add_patch(FancyBboxPatch((x0, y - height / 2), side - 0.3, height, boxstyle="round,pad=0.02,rounding_size=0.08",
+                                        linewidth=1.0, edgecolor="#a0522d", facecolor="#fbeee6"))
+            ax.text(x0 + (side - 0.3) / 2, y + line_h / 2, name, ha="center", va="center", fontsize=9, fontweight="bold")
+            ax.text(x0 + (side - 0.3) / 2, y - line_h / 2, _short(reason), ha="center", va="center", fontsize=7.5)
     ax.text(0.2, 0.3, legend, fontsize=7.5, color="#555555", va="center")
     path = Path(path)
     fig.savefig(path)
     return path
 
 
-def write_files(lattice: Lattice, directory: str | Path, actual_rows: Rows = None) -> tuple[Path, Path, Path]:
+def write_files(lattice: Lattice, directory: str | Path, actual_rows: Rows = None,
+                recompute: Recompute = ()) -> tuple[Path, Path, Path]:
     """plan.dot, plan.png and plan.json in `directory`."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     dot = directory / "plan.dot"
-    dot.write_text(to_dot(lattice, actual_rows), encoding="utf-8")
+    dot.write_text(to_dot(lattice, actual_rows, recompute), encoding="utf-8")
     js = directory / "plan.json"
     js.write_text(to_json(lattice, actual_rows), encoding="utf-8")
-    return dot, write_png(lattice, directory / "plan.png", actual_rows), js
+    return dot, write_png(lattice, directory / "plan.png", actual_rows, recompute=recompute), js

@@ -1,5 +1,6 @@
-"""spark-submit entry point for the Airflow DAG: `submit.py propagate|apply-base --project DIR --batch ID
-[--level K]` (propagate --level K: one level of the night's D-lattice, as the DAG's propagate_level_<K> task).
+"""spark-submit entry point for the Airflow DAG: `submit.py propagate|apply-base|capture --project DIR --batch ID
+[--level K]` (propagate --level K: one level of the night's D-lattice, as the DAG's propagate_level_<K> task;
+capture: the [capture.*] sources of nightshift.toml become the batch, as the DAG's capture task).
 
 The master and resources come from spark-submit (the Airflow `spark_default` connection), so the
 same task runs on local[*] or on a spark:// cluster unchanged. spark-submit runs this file as a
@@ -16,6 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from pyspark.sql import SparkSession  # noqa: E402
 
+from nightshift.capture import capture  # noqa: E402
 from nightshift.config import load_project  # noqa: E402
 from nightshift.cycle import Cycle  # noqa: E402
 from runtime.errors import NightshiftError  # noqa: E402
@@ -23,7 +25,7 @@ from runtime.errors import NightshiftError  # noqa: E402
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="submit.py")
-    p.add_argument("step", choices=["propagate", "apply-base"])
+    p.add_argument("step", choices=["propagate", "apply-base", "capture"])
     p.add_argument("--project", required=True)
     p.add_argument("--batch", required=True)
     p.add_argument("--level", type=int, help="propagate only this level of the D-lattice")
@@ -35,6 +37,11 @@ def main(argv: list[str] | None = None) -> int:
         return SparkSession.builder.appName(f"nightshift:{args.step}:{args.batch}").getOrCreate()
 
     try:
+        if args.step == "capture":  # no warehouse: the sources and the lake only
+            c = capture(load_project(args.project), args.batch, spark_factory=session, progress=print)
+            print(f"capture {args.batch}: " + (f"skipped ({c.skipped})" if c.skipped else
+                  ", ".join(f"{r.table} +{r.inserted} -{r.deleted}" for r in c.records) + f" in {c.seconds:.2f}s"))
+            return 0
         cycle = Cycle(load_project(args.project), spark_factory=session)
         r = cycle.propagate(args.batch, args.level) if args.step == "propagate" else cycle.apply_base(args.batch)
         print(f"{r.step} {args.batch}: " + (f"skipped ({r.skipped})" if r.skipped else f"done in {r.seconds:.2f}s"))

@@ -5,6 +5,7 @@
     options    the method switches, read from the environment and nightshift.toml once
     night      the night's plan: a frozen value computed once per batch, before anything runs
     manifest   the night's plan as propagate executed it, serialized (typed, versioned)
+    capture    what nightshift capture records with a batch it wrote (an append source's watermark)
     serial     frozen dataclasses <-> JSON
     faults     fault-injection checkpoints (tests only)
 

@@ -11,6 +11,12 @@
     lake/deltas/batch_id=<ID>/_manifest.json        written last: propagate of <ID> is complete
     lake/deltas/batch_id=<ID>/_levels/level-<k>.json  propagate --level k ran (Airflow: a task per level)
     lake/deltas/batch_id=<ID>/_nodes/<point>/         summary-deltas a later level derives from
+    lake/deltas/batch_id=<ID>/_copies/<view>/         new stored rows of the changed groups of a view nested
+                                                    views read (apply-base writes its next copy from them)
+    lake/base/<view>/v-<ID>/*.parquet               the copy of a view nested views read (its stored rows),
+                                                    versioned and switched with the base tables
+    lake/changes/<table>/batch_id=<ID>/_capture.json  what nightshift capture read for the batch (and an
+                                                    append source's watermark; runtime.capture)
     lake/stats/batch_id=<ID>.json                   measured summary-delta sizes of the D-lattice's
                                                     points for batch <ID> (the cost model's cache)
 
@@ -31,6 +37,8 @@ import pyarrow.parquet as pq
 
 from lattice.dlattice import Statistics
 from lattice.emit import rel
+from lattice.ir import ColumnRef
+from runtime.capture import CAPTURE_VERSION, CaptureRecord
 from runtime.errors import BadChangeBatch
 from runtime.manifest import MANIFEST_VERSION, LevelRecord, Manifest
 from runtime.night import NIGHT_VERSION, NightPlan
@@ -77,6 +85,11 @@ class Lake:
     def manifest_path(self, batch: str) -> Path:
         return self.delta_root(batch) / "_manifest.json"
 
+    def copy_update_dir(self, batch: str, view: str) -> Path:
+        """The new stored rows of the groups batch <ID> changes in a view nested views read: propagate
+        writes them, apply-base makes them part of the view's next lake copy (lake/base/<view>/)."""
+        return self.delta_root(batch) / "_copies" / rel("copy", view)
+
     def node_dir(self, batch: str, node: str) -> Path:
         """Where propagate --level stores the summary-delta of lattice point `node` for later levels."""
         return self.delta_root(batch) / "_nodes" / rel("sd", node)
@@ -118,20 +131,21 @@ class Lake:
         return self.root / "stats" / f"batch_id={batch}.json"
 
     def read_change_distincts(self, batch: str, combos: dict | None = None) -> dict | None:
-        """Cached summary-delta sizes of `batch` ({("t.c", ...): rows}); None when not measured, or
+        """Cached summary-delta sizes of `batch` ({(ColumnRef, ...): rows}); None when not measured, or
         measured for other attribute combinations than `combos` (when given)."""
         p = self.stats_path(batch)
         if not p.is_file():
             return None
         saved = json.loads(p.read_text())
-        if combos is not None and saved.get("combos") != json.loads(json.dumps(combos)):
+        if saved.get("version") != 2 or (combos is not None and saved.get("combos") != json.loads(json.dumps(combos))):
             return None
-        return {tuple(k.split(",")): v for k, v in saved["distinct"].items()}
+        return {tuple(ColumnRef(t, c) for t, c in attrs): n for attrs, n in saved["distinct"]}
 
     def write_change_distincts(self, batch: str, combos: dict, distinct: dict) -> None:
         p = self.stats_path(batch)
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(json.dumps({"combos": combos, "distinct": {",".join(k): v for k, v in distinct.items()}}))
+        rows = [[[[r.table, r.column] for r in attrs], n] for attrs, n in distinct.items()]
+        p.write_text(json.dumps({"version": 2, "combos": combos, "distinct": rows}))
 
     def statistics(self, schema, state: LakeState, change_rows: dict[str, int],
                    change_distinct: dict | None = None) -> Statistics:
@@ -176,6 +190,54 @@ class Lake:
         if not any(out.values()):
             raise BadChangeBatch(f"no change batch {batch} under {self.changes} (no Parquet files for any table)")
         return out
+
+    # ---------------------------------------------------------------- capture (nightshift capture)
+    def capture_tmp_dir(self, table: str, batch: str) -> Path:
+        """Where capture writes a table's batch before renaming it into place; not a batch_id=<ID> folder,
+        so no reader sees it."""
+        return self.changes / table / f"_capture-{batch}.tmp"
+
+    def read_capture(self, table: str, batch: str) -> CaptureRecord | None:
+        """The record nightshift capture left with table's batch; None when the batch was not captured
+        (hand-written, or absent) or by another version."""
+        data = _read_json(self.change_dir(table, batch) / "_capture.json")
+        return None if data is None or data.get("version") != CAPTURE_VERSION else from_json(CaptureRecord, data)
+
+    @staticmethod
+    def write_capture(folder: Path, record: CaptureRecord) -> None:
+        _write_json(Path(folder) / "_capture.json", to_json(record))
+
+    def last_capture(self, table: str, before: str) -> CaptureRecord | None:
+        """The newest capture record of `table` in a batch before `before` (an append source's watermark)."""
+        folder = self.changes / table
+        batches = sorted(d.name.split("=", 1)[1] for d in folder.glob("batch_id=*")) if folder.is_dir() else []
+        for b in reversed([b for b in batches if b < before]):
+            record = self.read_capture(table, b)
+            if record is not None:
+                return record
+        return None
+
+    def batch_used(self, batch: str, state: LakeState | None = None) -> str | None:
+        """Why batch `batch` may no longer change (propagate has read it), or None."""
+        if batch in (state or self.state()).applied:
+            return f"batch {batch} is applied to the base"
+        for p in (self.manifest_path(batch), self.night_path(batch)):
+            if p.is_file():
+                return f"propagate has used batch {batch} ({p} exists)"
+        return None
+
+    def install_change_dir(self, folder: Path, table: str, batch: str) -> Path:
+        """Rename a captured batch folder into place as lake/changes/<table>/batch_id=<batch>. A rerun
+        replaces the previous capture: the old folder is moved aside first, so a crash leaves the old
+        batch, no batch (the rerun captures it again) or the new one, never a mix."""
+        final = self.change_dir(table, batch)
+        aside = final.with_name(f"_capture-{batch}.old")
+        shutil.rmtree(aside, ignore_errors=True)
+        if final.exists():
+            os.replace(final, aside)
+        os.replace(folder, final)
+        shutil.rmtree(aside, ignore_errors=True)
+        return final
 
     # ---------------------------------------------------------------- state
     @property

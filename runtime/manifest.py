@@ -12,17 +12,20 @@ from dataclasses import dataclass
 
 from runtime.night import NightPlan
 
-MANIFEST_VERSION = 2
+MANIFEST_VERSION = 3
 
 
 @dataclass(frozen=True)
 class DeltaResult:
-    """A view's summary-delta as written: its part folder, column prefix and row count."""
+    """A view's summary-delta as written: its part folder, column prefix and row count (a view
+    recomputed tonight: its whole contents, and for a recompute-mode view the result's column types,
+    from which the warehouse creates its table)."""
 
     view: str
     part: int
     prefix: str
     rows: int
+    columns: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

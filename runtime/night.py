@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from lattice import emit
 from lattice.dlattice import Statistics, choose, lattice_shape
 from lattice.graph import levels, topological_order
-from lattice.ir import Lattice, Plan, View
+from lattice.ir import Lattice, ModeChoice, Plan, View
+from lattice.passes.choose_modes import choose_modes
 from runtime.options import Options
 
-NIGHT_VERSION = 1
+NIGHT_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -70,13 +71,24 @@ class ViewStep:
 
     view: str
     part: int  # its summary-delta lands in lake/deltas/batch_id=<ID>/part=<part>/, columns prefixed v<part>__
-    mode: str = "delta"  # 'delta': the summary-delta method of paper 001
+    mode: str = "delta"  # 'delta': its summary-delta (paper 001); 'recompute': its whole contents, replaced
     reason: str = "COUNT/SUM/AVG/MIN/MAX over the fact table and its foreign-key dimensions (paper 001)"
     exact_minmax: str = ""  # '' none | 'lost' every group that lost rows | 'weakly_minimal' 4.3's tighter test
+    level: int = 0  # the propagate --level that computes it
+    nested: bool = False  # it reads another summary view (its change set: that view's updates)
 
     @property
     def prefix(self) -> str:
         return f"v{self.part}__"
+
+
+@dataclass(frozen=True)
+class CopyStep:
+    """A view other views read (the nested mode): tonight its changed groups become the change set of
+    the table they read, and its lake copy's next version (spark_jobs/nested.py)."""
+
+    view: str
+    level: int  # the level whose points read that change set (the one after the view's own)
 
 
 @dataclass(frozen=True)
@@ -92,6 +104,7 @@ class NightPlan:
     views: tuple[ViewStep, ...]  # in plan order
     levels: tuple[tuple[str, ...], ...]  # the D-lattice's levels (from its shape: the same every night)
     lattice: Lattice | None = None  # the optimized D-lattice costed for this batch (None: lattice off)
+    copies: tuple[CopyStep, ...] = ()  # the views nested views read, in plan order
 
     def node(self, name: str) -> NodeStep:
         return next(n for n in self.nodes if n.node == name)
@@ -103,8 +116,18 @@ class NightPlan:
         return tuple(n for n in self.nodes if n.level == level)
 
     @property
-    def insert_only(self) -> bool:
-        return not self.info.has_deletes
+    def changed(self) -> frozenset[str]:
+        """The tables tonight changes: the batch's base tables, and every view nested views read (its
+        change set, the updates of its groups, is registered whether or not any group changed)."""
+        return self.info.changed | {c.view for c in self.copies}
+
+    @property
+    def insert_only(self) -> frozenset[str]:
+        """The views whose summary-delta deletes nothing tonight (4.3): every view of a night that deletes
+        no row, but a nested one (an update of its inner view is a delete and an insert)."""
+        if self.info.has_deletes:
+            return frozenset()
+        return frozenset(v.view for v in self.views if not v.nested)
 
     @property
     def chosen_parents(self) -> tuple[tuple[str, str], ...]:
@@ -129,32 +152,47 @@ def measures(info: BatchInfo, options: Options) -> bool:
 
 
 def plan_night(plan: Plan, info: BatchInfo, base_state: str | None, options: Options,
-               stats: Statistics | None, shape: Lattice | None = None, measured: bool = False) -> NightPlan:
-    """The night's plan for batch `info` over the base at `base_state` (see the module docstring)."""
+               stats: Statistics | None, shape: Lattice | None = None, measured: bool = False,
+               choose_mode: bool = True) -> NightPlan:
+    """The night's plan for batch `info` over the base at `base_state` (see the module docstring).
+    choose_mode False: every incremental view by its summary-delta (materialize along the lattice)."""
     shape = shape if shape is not None else lattice_shape(plan)
     tiers = levels(shape)
     level_of = {n: k for k, names in enumerate(tiers) for n in names}
-    lattice = choose(shape, plan, stats) if options.lattice else None
-    nodes = _nodes(plan, lattice, info, options, level_of) if lattice else _direct_nodes(plan, options, level_of)
-    views = tuple(_view_step(i, v, info, options) for i, v in enumerate(plan.views))
+    costed = choose(shape, plan, stats)
+    read = {v.name for v in plan.copied_views}
+    if choose_mode:
+        modes = {m.view: m for m in choose_modes(costed, plan, stats, info.has_deletes)}
+        for name in read:  # a nested view reads its summary-delta: never traded for a recompute
+            modes[name] = ModeChoice(name, "delta", "a nested view reads its summary-delta as updates (paper 000)")
+    else:  # materialize along the lattice: the views over the base; nested ones after the views they read
+        modes = {v.name: ModeChoice(v.name, "delta" if v.mode == "delta" else "recompute", "materialize")
+                 for v in plan.incremental_views}
+    views = tuple(_view_step(i, v, info, options, modes.get(v.name), level_of) for i, v in enumerate(plan.views))
+    wanted = {s.view for s in views if s.mode != "recompute"}
+    lattice = costed if options.lattice else None
+    nodes = _nodes(plan, lattice, info, options, level_of, wanted) if lattice else _direct_nodes(plan, options, level_of, wanted)
+    copies = tuple(CopyStep(v.name, level_of.get(v.name, 0) + 1) for v in plan.copied_views)
     return NightPlan(
         version=NIGHT_VERSION, batch=info.batch, plan=plan.fingerprint, base_state=base_state, info=info,
         options=options, statistics=("measured" if measured else "sizes") if lattice else "off",
-        nodes=nodes, views=views, levels=tiers, lattice=lattice,
+        nodes=nodes, views=views, levels=tiers, lattice=lattice, copies=copies,
     )
 
 
-def _nodes(plan: Plan, lattice: Lattice, info: BatchInfo, options: Options, level_of: dict) -> tuple[NodeStep, ...]:
-    """The lattice points on some view's chain of chosen parents, parents first."""
+def _nodes(plan: Plan, lattice: Lattice, info: BatchInfo, options: Options, level_of: dict,
+           wanted: set[str]) -> tuple[NodeStep, ...]:
+    """The lattice points on the chain of chosen parents of every view kept by its summary-delta
+    tonight, parents first."""
     parent = {p.node: p.parent for p in lattice.parents}
     changed = {t.lower() for t in info.changed}
     for p in lattice.parents:  # choose_parents never picks an edge joining a changed dimension
         if lattice.node(p.parent).kind != "changes" and any(t.lower() in changed for t in p.requires_unchanged):
             raise AssertionError(f"{p.node}: parent {p.parent} joins a dimension changed in batch {info.batch}")
     needed: set[str] = set()
-    for v in plan.views:
+    for v in plan.incremental_views:
         name = v.name
-        while lattice.node(name).kind != "changes" and name not in needed:
+        while v.name in wanted and lattice.node(name).kind != "changes" and name not in needed:
             needed.add(name)
             name = parent[name]
     estimates = {e.node: e.rows for e in lattice.estimates}
@@ -173,18 +211,26 @@ def _nodes(plan: Plan, lattice: Lattice, info: BatchInfo, options: Options, leve
     return tuple(out)
 
 
-def _direct_nodes(plan: Plan, options: Options, level_of: dict) -> tuple[NodeStep, ...]:
+def _direct_nodes(plan: Plan, options: Options, level_of: dict, wanted: set[str]) -> tuple[NodeStep, ...]:
     """Without the lattice (NIGHTSHIFT_LATTICE=0): every view's summary-delta from its change set."""
     out = []
-    for v in plan.views:
-        by = emit.preaggregation(v) if options.preaggregate else ()
-        out.append(NodeStep(v.name, emit.changes_of(v.fact), True, level_of.get(v.name, 0), by, None))
+    for v in plan.incremental_views:
+        if v.name in wanted:
+            by = emit.preaggregation(v) if options.preaggregate else ()
+            out.append(NodeStep(v.name, emit.changes_of(v.fact), True, level_of.get(v.name, 0), by, None))
     return tuple(out)
 
 
-def _view_step(part: int, view: View, info: BatchInfo, options: Options) -> ViewStep:
+def _view_step(part: int, view: View, info: BatchInfo, options: Options, choice: ModeChoice | None,
+               level_of: dict) -> ViewStep:
+    if not view.incremental:
+        return ViewStep(view.name, part, "recompute", view.reason, level=0)
+    nested = view.mode == "nested"
     exact = ""
-    if view.has_min_max and info.has_deletes:
+    if choice.mode == "delta" and view.has_min_max and (info.has_deletes or nested):  # an update deletes the old row
         dims_changed = any(d.lower() in {t.lower() for t in info.changed} for d in view.dimensions)
-        exact = "weakly_minimal" if options.weak_minimality and not dims_changed else "lost"
-    return ViewStep(view.name, part, exact_minmax=exact)
+        # a nested view's change set may delete and insert the same served row: the weak-minimality test
+        # (4.3) does not hold for it, so every group that lost a row is recomputed
+        exact = "weakly_minimal" if options.weak_minimality and not dims_changed and not nested else "lost"
+    reason = view.reason if nested and choice.mode == "delta" else choice.reason
+    return ViewStep(view.name, part, choice.mode, reason, exact, level_of.get(view.name, 0), nested)

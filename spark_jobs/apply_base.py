@@ -17,10 +17,12 @@ from pyspark.sql import DataFrame, SparkSession
 from lattice.emit import rel
 from lattice.ir import Plan, Table
 from lattice.sql import ident
+from runtime.errors import BatchOrderError
 from runtime.faults import checkpoint
 from runtime.lake import Lake, LakeState, parquet_rows
 from runtime.night import BatchInfo
 from spark_jobs.changes import load_batch, read_base
+from spark_jobs.nested import next_copy, read_copy
 
 
 def apply_base(
@@ -37,7 +39,7 @@ def apply_base(
         info = load_batch(spark, lake, plan, batch, state)
     versions = dict(state.versions)
     counts = {}
-    for table in plan.schema.tables:
+    for table in plan.schema.base_tables:
         if table.name not in info.changed:
             continue
         version = f"v-{batch}"
@@ -49,6 +51,17 @@ def apply_base(
         counts[table.name] = {"inserted": info.inserted[table.name], "deleted": info.deleted[table.name]}
         progress(f"apply-base {batch}: {table.name} written (+{info.inserted[table.name]}/-{info.deleted[table.name]})")
         checkpoint(f"apply-base:after_table:{table.name}")
+    for view in plan.copied_views:  # the copies nested views read switch with the base (paper 000)
+        version = f"v-{batch}"
+        update = lake.copy_update_dir(batch, view.name)
+        if not update.is_dir():
+            raise BatchOrderError(f"apply-base {batch}: the updates of view {view.name} (read by nested views) are "
+                                  f"missing under {update}; rerun nightshift propagate --batch {batch}")
+        new = next_copy(spark, view, read_copy(spark, lake, view, state), spark.read.parquet(str(update)))
+        new.coalesce(max(1, math.ceil(parquet_rows(lake.current_base_dir(view.name, state)) / ROWS_PER_FILE))).write \
+            .mode("overwrite").parquet(str(lake.base_version_dir(view.name, version)))
+        versions[view.name] = version
+        checkpoint(f"apply-base:after_table:{view.name}")
     new_state = LakeState(state.applied + (batch,), versions)
     lake.write_state(new_state)
     lake.collect_garbage(new_state)

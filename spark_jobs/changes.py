@@ -62,7 +62,7 @@ def register_base(spark: SparkSession, lake: Lake, plan: Plan, state: LakeState)
     """
     spark.catalog.clearCache()
     facts = set(plan.fact_tables)
-    for t in plan.schema.tables:
+    for t in plan.schema.base_tables:
         df = read_base(spark, lake, t, state)
         if t.name not in facts:
             df = df.cache()
@@ -78,21 +78,21 @@ def load_batch(spark: SparkSession, lake: Lake, plan: Plan, batch: str, state: L
     File-level checks (columns, types, _op values, NOT NULL) run on the driver with pyarrow over
     the change files only; checks against the base (deletes exist, keys, foreign keys) run in Spark.
     """
-    tables = [t.name for t in plan.schema.tables]
+    tables = [t.name for t in plan.schema.base_tables]
     files = lake.batch_files(batch, tables)
     register_base(spark, lake, plan, state)
     inserted, deleted = {}, {}
-    for t in plan.schema.tables:
+    for t in plan.schema.base_tables:
         inserted[t.name], deleted[t.name] = _check_files(t, batch, files.get(t.name, []))
         ins, dels = _read_changes(spark, t, files.get(t.name, []), inserted[t.name], deleted[t.name])
         ins.createOrReplaceTempView(rel('ins', t.name))
         dels.createOrReplaceTempView(rel('del', t.name))
     info = BatchInfo(batch, inserted, deleted)
     facts = set(plan.fact_tables)
-    for t in plan.schema.tables:
+    for t in plan.schema.base_tables:
         _register_new(spark, t, info, cache=t.name not in facts)  # the fact's stays lazy
     checks: list[Check] = []
-    for t in plan.schema.tables:
+    for t in plan.schema.base_tables:
         if info.deleted[t.name]:
             checks.append(_deletes_exist(t, batch))
         if t.primary_key and t.name in info.changed:
@@ -176,6 +176,12 @@ _COMPATIBLE = {
     "timestamp": ("timestamp",),
     "boolean": ("bool",),
 }
+
+
+def arrow_fits(arrow_type: str, declared: str) -> bool:
+    """Whether a Parquet column of Arrow type `arrow_type` may hold values of a column declared `declared`
+    (a normalized type): the rule change files are checked by, and captured snapshots too."""
+    return arrow_type == "null" or arrow_type.startswith(_COMPATIBLE[types.family(declared)])
 
 
 def _check_file_schemas(table: Table, batch: str, files: list[Path]) -> None:

@@ -16,7 +16,9 @@ from runtime.lake import Lake, LakeState, parquet_rows
 from runtime.night import BatchInfo, NightPlan, plan_night
 from runtime.options import Options
 from spark_jobs.changes import empty_frame, register_base
+from spark_jobs.nested import read_copy, register_old
 from spark_jobs.propagate import along_lattice
+from spark_jobs.recompute import column_types, recompute_frame
 
 
 def materialize(
@@ -32,26 +34,90 @@ def materialize(
     rematerialization does, each from the smallest one already computed (with these options)."""
     if along_lattice_of is not None:
         return _along_lattice_views(spark, plan, lake, state, out_root, along_lattice_of, progress)
-    register_base(spark, lake, plan, state)
-    views = {}
-    for i, view in enumerate(plan.views, 1):
-        t = time.perf_counter()
-        df = spark.sql(to_dialect(emit.materialize(view), "spark"))
-        df.write.mode("overwrite").parquet(str(out_root / view.name))
-        rows = parquet_rows(out_root / view.name)
-        views[view.name] = {"rows": rows, "seconds": round(time.perf_counter() - t, 3)}
-        progress(f"materialize: [{i}/{len(plan.views)}] {view.name}: {rows} rows in {views[view.name]['seconds']:.1f}s")
+    views, copies = materialize_views(spark, plan, lake, state, out_root, progress)
+    _switch_copies(lake, state, copies)
     return views
+
+
+def materialize_views(
+    spark: SparkSession,
+    plan: Plan,
+    lake: Lake,
+    state: LakeState,
+    out_root: Path,
+    progress: Callable[[str], None] = lambda _: None,
+    only: frozenset[str] | None = None,
+) -> tuple[dict, dict[str, str]]:
+    """The summary tables of the views in `only` (default: all) from the base, each by its own query, as
+    Parquet under out_root/<view>; returns their statistics and the new lake copies written (view ->
+    version, not yet switched). A view outside `only` that a computed nested view reads is read from
+    its lake copy (written first when it has none: a view that just gained a nested reader)."""
+    register_base(spark, lake, plan, state)
+    views, copies = {}, {}
+    todo = [v for v in plan.views if only is None or v.name in only]
+    copied = {v.name for v in plan.copied_views}
+    for view in plan.views:  # plan order: a view after the views it reads
+        if only is not None and view.name not in only:
+            if view.name not in copied:
+                continue
+            if view.name in state.versions:
+                register_old(spark, view, read_copy(spark, lake, view, state))
+                continue
+            progress(f"materialize: {view.name}: its lake copy (a nested view now reads it)")
+        t = time.perf_counter()
+        df = recompute_frame(spark, plan, view, "old")
+        if view.incremental:
+            df = df.drop(emit.LOST)
+        df.write.mode("overwrite").parquet(str(out_root / view.name))
+        copies.update(_copy(spark, plan, lake, state, view, out_root))
+        if only is not None and view.name not in only:
+            continue
+        rows = parquet_rows(out_root / view.name)
+        views[view.name] = {"rows": rows, "seconds": round(time.perf_counter() - t, 3),
+                            "columns": [list(c) for c in column_types(view, df)] if not view.incremental else []}
+        progress(f"materialize: [{len(views)}/{len(todo)}] {view.name}: {rows} rows in {views[view.name]['seconds']:.1f}s")
+    return views, copies
+
+
+def _copy(spark: SparkSession, plan: Plan, lake: Lake, state: LakeState, view, out_root: Path) -> dict[str, str]:
+    """A view nested views read: its stored rows become its lake copy (a new version at the base's
+    state), and its served rows the relation the nested views' materialization reads."""
+    if view.name not in {v.name for v in plan.copied_views}:
+        return {}
+    version = f"v-{state.last or 'empty'}~m{int(time.time())}"
+    rows = spark.read.parquet(str(out_root / view.name))
+    rows.write.mode("overwrite").parquet(str(lake.base_version_dir(view.name, version)))
+    register_old(spark, view, read_copy(spark, lake, view, LakeState(state.applied, {view.name: version})))
+    return {view.name: version}
+
+
+def _switch_copies(lake: Lake, state: LakeState, copies: dict[str, str]) -> None:
+    """The new copies replace the old ones in one atomic switch of the lake's state (base unchanged)."""
+    if copies:
+        current = lake.state()
+        lake.write_state(LakeState(current.applied, {**current.versions, **copies}))
+
+
+def switch_layer_copies(plan: Plan, lake: Lake, copies: dict[str, str]) -> bool:
+    """After nightshift apply committed: the copies it wrote become current, and the copies of views no
+    nested view reads any more leave the lake's state, in one atomic switch. False when already so."""
+    current = lake.state()
+    keep = {t.name for t in plan.schema.base_tables} | {v.name for v in plan.copied_views}
+    versions = {**{k: v for k, v in current.versions.items() if k in keep}, **copies}
+    if versions == current.versions:
+        return False
+    lake.write_state(LakeState(current.applied, versions))
+    return True
 
 
 def materialize_night(plan: Plan, lake: Lake, state: LakeState, options: Options) -> NightPlan:
     """The base as one batch inserting every base fact row: the night's plan that computes every
     summary table along the D-lattice (its parents costed with the base's sizes)."""
     facts = set(plan.fact_tables)
-    rows = {t.name: parquet_rows(lake.current_base_dir(t.name, state)) for t in plan.schema.tables}
+    rows = {t.name: parquet_rows(lake.current_base_dir(t.name, state)) for t in plan.schema.base_tables}
     info = BatchInfo("materialize", {t: n if t in facts else 0 for t, n in rows.items()}, {t: 0 for t in rows})
     stats = lake.statistics(plan.schema, state, info.change_rows())
-    return plan_night(plan, info, state.last, options, stats, lattice_shape(plan))
+    return plan_night(plan, info, state.last, options, stats, lattice_shape(plan), choose_mode=False)
 
 
 def _along_lattice_views(spark: SparkSession, plan: Plan, lake: Lake, state: LakeState, out_root: Path,
@@ -62,7 +128,7 @@ def _along_lattice_views(spark: SparkSession, plan: Plan, lake: Lake, state: Lak
     it is computed once."""
     register_base(spark, lake, plan, state)
     facts = set(plan.fact_tables)
-    for t in plan.schema.tables:
+    for t in plan.schema.base_tables:
         old = spark.table(emit.rel("old", t.name))
         (old if t.name in facts else empty_frame(spark, t)).createOrReplaceTempView(emit.rel("ins", t.name))
         empty_frame(spark, t).createOrReplaceTempView(emit.rel("del", t.name))
@@ -72,19 +138,26 @@ def _along_lattice_views(spark: SparkSession, plan: Plan, lake: Lake, state: Lak
     parents = {n.parent for n in night.nodes} & set(raw)
     for name in parents:
         raw[name].persist()
-    views = {}
-    order = {n.node: i for i, n in enumerate(night.nodes)}
+    views, copies = {}, {}
     try:
-        for i, view in enumerate(sorted(plan.views, key=lambda v: order[v.name]), 1):
+        for i, view in enumerate(plan.views, 1):  # plan order: a view after the views it reads
             t = time.perf_counter()
             columns = [k.name for k in view.keys] + [s.column for s in view.stored]
-            raw[view.name].select(*[ident(c, "spark") for c in columns]).write.mode("overwrite").parquet(str(out_root / view.name))
+            if view.name in raw:
+                df, parent = raw[view.name].select(*[ident(c, "spark") for c in columns]), night.node(view.name).parent
+            else:  # a recompute view: its own query over the base
+                df, parent = recompute_frame(spark, plan, view, "old"), "(recompute)"
+            if view.incremental and emit.LOST in df.columns:
+                df = df.drop(emit.LOST)
+            df.write.mode("overwrite").parquet(str(out_root / view.name))
+            copies.update(_copy(spark, plan, lake, state, view, out_root))
             n = parquet_rows(out_root / view.name)
-            parent = night.node(view.name).parent
-            views[view.name] = {"rows": n, "parent": parent, "seconds": round(time.perf_counter() - t, 3)}
+            views[view.name] = {"rows": n, "parent": parent, "seconds": round(time.perf_counter() - t, 3),
+                                "columns": [list(c) for c in column_types(view, df)] if not view.incremental else []}
             progress(f"materialize: [{i}/{len(plan.views)}] {view.name} from {parent}: {n} rows "
                      f"in {views[view.name]['seconds']:.1f}s")
     finally:
         for name in parents:
             raw[name].unpersist()
+    _switch_copies(lake, state, copies)
     return views

@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 
 from lattice import emit
 from lattice.dlattice import lattice_shape
-from lattice.ir import Plan, View
+from lattice.ir import ColumnRef, Plan, View
 from lattice.sql import ident, to_dialect
 from runtime.errors import BatchOrderError, ConfigError
 from runtime.faults import checkpoint
@@ -29,6 +29,8 @@ from runtime.manifest import MANIFEST_VERSION, DeltaResult, LevelRecord, Manifes
 from runtime.night import BatchInfo, NightPlan, ViewStep, measures, plan_night, statistics_wanted
 from runtime.options import Options
 from spark_jobs.changes import load_batch
+from spark_jobs.nested import read_copy, view_changes
+from spark_jobs.recompute import column_types, recompute_frame
 
 PART = "part"
 Progress = Callable[[str], None]
@@ -44,10 +46,18 @@ def propagate(spark: SparkSession, plan: Plan, lake: Lake, batch: str, state: La
     progress(f"propagate {batch}: {info.rows} change rows ({info.describe()}) checked in {time.perf_counter() - t0:.1f}s")
     night = _night(spark, plan, lake, info, state, options, level)
     if level is not None:
-        return _propagate_level(spark, plan, lake, night, level, progress, t0)
-    raw = along_lattice(spark, plan, night)
-    frames = [(step, view, _summary_delta(spark, view, step, info, raw[view.name]))
-              for step, view in zip(night.views, plan.views)]
+        return _propagate_level(spark, plan, lake, night, level, progress, t0, state)
+    raw: dict[str, DataFrame] = {}
+    final: dict[str, DataFrame] = {}
+    frames = []
+    for k in range(len(night.levels)):  # in level order: a nested view's change set needs its inner view's delta
+        _copies(spark, plan, lake, night, state, k, lambda v: final[v])
+        raw.update(along_lattice(spark, plan, night, {n.node for n in night.nodes_of_level(k)}, known=raw))
+        for step, view in zip(night.views, plan.views):
+            if step.level == k:
+                frames.append((step, view, _view_frame(spark, plan, view, step, night.changed, raw)))
+                final[view.name] = frames[-1][2]
+    frames.sort(key=lambda f: f[0].part)
     out = lake.delta_root(batch)
     t1 = time.perf_counter()
     _write_together(frames, out)
@@ -79,8 +89,31 @@ def _night(spark: SparkSession, plan: Plan, lake: Lake, info: BatchInfo, state: 
     return night
 
 
+def _copies(spark: SparkSession, plan: Plan, lake: Lake, night: NightPlan, state: LakeState, level: int,
+            final_delta: Callable[[str], DataFrame]) -> None:
+    """The change sets of the views nested views read whose points run at `level` (spark_jobs/nested):
+    each from its lake copy and its final summary-delta (final_delta(view)); their copies' next rows
+    are written under _copies/ for apply-base."""
+    for step in night.copies:
+        if step.level == level:
+            view = plan.view(step.view)
+            view_changes(spark, view, read_copy(spark, lake, view, state), final_delta(view.name),
+                         lake.copy_update_dir(night.batch, view.name))
+
+
+def _stored_delta(spark: SparkSession, plan: Plan, lake: Lake, night: NightPlan, view: str) -> DataFrame:
+    """A view's final summary-delta as an earlier level wrote it (its part folder, prefixed columns)."""
+    step, v = night.view(view), plan.view(view)
+    files = lake.delta_files(night.batch, step.part)
+    cols = [k.name for k in v.keys] + [s.column for s in v.stored] + [emit.LOST]
+    if not files:
+        return recompute_frame(spark, plan, v, "old").limit(0)  # no changed group: an empty summary-delta
+    df = spark.read.parquet(*[str(f) for f in files])
+    return df.select(*[F.col(ident(step.prefix + c, "spark")).alias(c) for c in cols])
+
+
 def _propagate_level(spark: SparkSession, plan: Plan, lake: Lake, night: NightPlan, level: int, progress: Progress,
-                     t0: float) -> Manifest | LevelRecord:
+                     t0: float, state: LakeState) -> Manifest | LevelRecord:
     """One level of the night's plan: its points, each from its chosen parent (the change set, or a point
     of a lower level that an earlier level task stored under _nodes/); the summary-deltas of its views go
     to their part=<i>/ folders, and the points a later level derives from to _nodes/. Each level records
@@ -99,22 +132,22 @@ def _propagate_level(spark: SparkSession, plan: Plan, lake: Lake, night: NightPl
                 f"run propagate --level 0 .. {level} in order (or propagate without --level)")
     lake.invalidate_levels(batch, level)
     mine = night.nodes_of_level(level)
+    _copies(spark, plan, lake, night, state, level, lambda v: _stored_delta(spark, plan, lake, night, v))
     raw = along_lattice(spark, plan, night, {n.node for n in mine}, lambda n: lake.node_dir(batch, n))
     for step in mine:  # what later levels derive from: stored, and read back by this level's views too
         if step.feeds_later_level:
             raw[step.node].write.mode("overwrite").parquet(str(lake.node_dir(batch, step.node)))
             raw[step.node] = spark.read.parquet(str(lake.node_dir(batch, step.node)))
-    names = {n.node for n in mine}
-    frames = [(step, view, _summary_delta(spark, view, step, night.info, raw[view.name]))
-              for step, view in zip(night.views, plan.views) if view.name in names]
+    frames = [(step, view, _view_frame(spark, plan, view, step, night.changed, raw))
+              for step, view in zip(night.views, plan.views) if step.level == level]
     t1 = time.perf_counter()
     for step, _, _ in frames:
         shutil.rmtree(out / f"{PART}={step.part}", ignore_errors=True)  # an emptied delta must not leave an old file
     if frames:
         _write_together(frames, out, replace_all=False)
     deltas = _results(frames, out, lambda d: progress(f"propagate {batch} level {level}: sd_{d.view}: {d.rows} rows"))
-    progress(f"propagate {batch} level {level}/{len(night.levels) - 1}: {len(mine)} point(s), {len(frames)} "
-             f"summary-delta(s) written in {time.perf_counter() - t1:.1f}s")
+    progress(f"propagate {batch} level {level}/{len(night.levels) - 1}: {len(mine)} lattice point(s), {len(frames)} "
+             f"view(s) written in {time.perf_counter() - t1:.1f}s")
     record = LevelRecord(night.plan, night.base_state, level, deltas, round(time.perf_counter() - t0, 3))
     lake.write_level(batch, record)
     if level < len(night.levels) - 1:
@@ -132,8 +165,9 @@ def _propagate_level(spark: SparkSession, plan: Plan, lake: Lake, night: NightPl
 
 def _results(frames, out: Path, report: Callable[[DeltaResult], None]) -> tuple[DeltaResult, ...]:
     deltas = []
-    for step, view, _ in frames:
-        d = DeltaResult(view.name, step.part, step.prefix, parquet_rows(out / f"{PART}={step.part}"))
+    for step, view, df in frames:
+        columns = column_types(view, df) if not view.incremental else ()
+        d = DeltaResult(view.name, step.part, step.prefix, parquet_rows(out / f"{PART}={step.part}"), columns)
         report(d)
         checkpoint(f"propagate:after_view:{view.name}")
         deltas.append(d)
@@ -153,13 +187,14 @@ def _change_distincts(spark: SparkSession, plan: Plan, shape, lake: Lake, info: 
         joins = list({(j.child, j.parent): j for j in joins}.values())
         row = spark.sql(to_dialect(emit.change_distincts(fact, joins, wanted), "spark")).collect()[0]
         for i, combo in enumerate(wanted):
-            out[tuple(f"{t}.{c}" for t, c in combo)] = int(row[f"c{i}"])
+            out[tuple(ColumnRef(t, c) for t, c in combo)] = int(row[f"c{i}"])
     lake.write_change_distincts(info.batch, key, out)
     return out
 
 
 def along_lattice(spark: SparkSession, plan: Plan, night: NightPlan, compute: set[str] | None = None,
-                  stored: Callable[[str], Path] | None = None) -> dict[str, DataFrame]:
+                  stored: Callable[[str], Path] | None = None, known: dict[str, DataFrame] | None = None
+                  ) -> dict[str, DataFrame]:
     """The night's summary-deltas before the exact MIN/MAX step, each from its parent in the night's
     plan: the change set (prepare-changes, 4.1), or another summary-delta of this batch (registered as
     __ns_sd_<node>; Spark reuses the parent's shuffle for all its children in the one write job).
@@ -167,14 +202,15 @@ def along_lattice(spark: SparkSession, plan: Plan, night: NightPlan, compute: se
     its level put it."""
     lattice = night.lattice
     raw: dict[str, DataFrame] = {}
+    known = known or {}
     for step in night.nodes:
         if compute is not None and step.node not in compute:
             continue
         if step.from_changes:
             node = emit.node_view(lattice.node(step.node)) if lattice else plan.view(step.node)
-            sql = emit.summary_delta(node, night.info.changed, bool(step.preaggregated_by))
+            sql = emit.summary_delta(node, night.changed, bool(step.preaggregated_by))
         else:
-            if step.parent not in raw:
+            if step.parent not in raw and step.parent not in known:
                 spark.read.parquet(str(stored(step.parent))).createOrReplaceTempView(emit.rel("sd", step.parent))
             edge = lattice.edge(step.parent, step.node)
             sql = emit.derived_summary_delta(edge, lattice.node(step.node), emit.rel("sd", step.parent), plan.schema)
@@ -183,7 +219,15 @@ def along_lattice(spark: SparkSession, plan: Plan, night: NightPlan, compute: se
     return raw
 
 
-def _summary_delta(spark: SparkSession, view: View, step: ViewStep, info: BatchInfo, sd: DataFrame) -> DataFrame:
+def _view_frame(spark: SparkSession, plan: Plan, view: View, step: ViewStep, changed: frozenset[str],
+                raw: dict[str, DataFrame]) -> DataFrame:
+    """What tonight writes for a view: its summary-delta, or (recompute) its whole contents."""
+    if step.mode == "recompute":
+        return recompute_frame(spark, plan, view)
+    return _summary_delta(spark, view, step, changed, raw[view.name])
+
+
+def _summary_delta(spark: SparkSession, view: View, step: ViewStep, changed: frozenset[str], sd: DataFrame) -> DataFrame:
     """The summary-delta of one view (Section 4.1; MIN/MAX of groups that lost rows made exact from
     the base, since a parent summary-delta does not know the groups it did not touch), with exactly
     the summary table's columns (a lattice-friendly point drops its hidden attributes here)."""
@@ -192,7 +236,7 @@ def _summary_delta(spark: SparkSession, view: View, step: ViewStep, info: BatchI
         lost = spark.sql(to_dialect(emit.lost_groups(view, step.exact_minmax == "weakly_minimal"), "spark"))
         F.broadcast(lost).createOrReplaceTempView(emit.rel("lost", view.name))
         for arg in emit.minmax_arguments(view):
-            exact = spark.sql(to_dialect(emit.minmax_recompute(view, arg, info.changed), "spark"))
+            exact = spark.sql(to_dialect(emit.minmax_recompute(view, arg, changed), "spark"))
             F.broadcast(exact).createOrReplaceTempView(emit.rel("exact", f"{view.name}_{arg.index}"))
         sd = spark.sql(to_dialect(emit.with_exact_minmax(view), "spark"))
     columns = [k.name for k in view.keys] + [s.column for s in view.stored] + [emit.LOST]
@@ -203,7 +247,7 @@ def _write_together(frames: list[tuple[ViewStep, View, DataFrame]], out: Path, r
     """All summary-deltas of the night (or of one level) in ONE Spark job: their stages run side by
     side and the night pays one output commit. Each view's columns get the prefix v<i>__ and its rows
     land in part=<i>/ (the warehouse reads back only its own columns). replace_all=False replaces only
-    the part=<i>/ folders written (other levels' stay)."""
+    the part=<i>/ folders written (other levels' stay); the files beside them (_night.json, _copies/) stay."""
     parts = []
     for step, _, df in frames:
         cols = [F.col(ident(c, "spark")).alias(step.prefix + c) for c in df.columns]
@@ -211,5 +255,8 @@ def _write_together(frames: list[tuple[ViewStep, View, DataFrame]], out: Path, r
     union = parts[0]
     for p in parts[1:]:
         union = union.unionByName(p, allowMissingColumns=True)
-    mode = "static" if replace_all else "dynamic"
-    union.repartition(PART).write.mode("overwrite").option("partitionOverwriteMode", mode).partitionBy(PART).parquet(str(out))
+    if replace_all:  # every part=<i>/ goes (an earlier run may have had more views); _night.json and _copies/ stay
+        for old in out.glob(f"{PART}=*"):
+            shutil.rmtree(old)
+    union.repartition(PART).write.mode("overwrite").option("partitionOverwriteMode", "dynamic").partitionBy(PART) \
+        .parquet(str(out))

@@ -1,19 +1,39 @@
-"""The oracle's second engine: every view's own SQL run by Spark over the lake's base tables."""
+"""The recompute mode, as a night executes it (DESIGN.md: the fourth mode).
+
+A view kept by recompute, or an incremental view the night's plan chose to recompute (the first
+load, a backfill that rewrites most of the base), is evaluated by Spark over the base at state k
+(__ns_new_<t>: the base before the batch plus the batch, not applied) and written whole; refresh
+replaces the table's contents in the same one transaction as every other view.
+"""
 
 from __future__ import annotations
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
-from lattice import emit
-from lattice.ir import Plan
+from lattice import emit, types
+from lattice.ir import Plan, View
 from lattice.sql import to_dialect
-from runtime.lake import Lake, LakeState
-from spark_jobs.changes import read_base
+from runtime.errors import UnsupportedView
 
 
-def recompute(spark: SparkSession, plan: Plan, lake: Lake, state: LakeState | None = None) -> dict[str, list[tuple]]:
-    """view name -> its rows recomputed from scratch (the user's SELECT, transpiled to Spark SQL)."""
-    state = state or lake.state()
-    for t in plan.schema.tables:
-        read_base(spark, lake, t, state).createOrReplaceTempView(t.name)
-    return {v.name: [tuple(r) for r in spark.sql(to_dialect(emit.recompute(v), "spark")).collect()] for v in plan.views}
+def recompute_frame(spark: SparkSession, plan: Plan, view: View, state: str = "new") -> DataFrame:
+    """The view's contents at `state`: an incremental view's storage columns (group keys and hidden
+    aggregates, as materialize computes them); a recompute view's declared columns."""
+    if view.incremental:  # shaped like its summary-delta (no group lost rows), so every reader finds its columns
+        return spark.sql(to_dialect(emit.materialize(view, state), "spark")).withColumn(emit.LOST, F.lit(0).cast("int"))
+    df = spark.sql(to_dialect(emit.recompute_sql(view, plan, state), "spark"))
+    return df.toDF(*[o.name for o in view.outputs])
+
+
+def column_types(view: View, df: DataFrame) -> tuple[tuple[str, str], ...]:
+    """(column, type) of a recompute view's result, in nightshift's type names (the warehouse's DDL)."""
+    out = []
+    for field in df.schema.fields:
+        spark_type = field.dataType.simpleString()
+        t = types.normalize(spark_type)
+        if t is None:
+            raise UnsupportedView(f"{view.file}: view {view.name}: column {field.name} has Spark type {spark_type}, "
+                                  f"which a summary table cannot hold (cast it to a number, text, date or timestamp)")
+        out.append((field.name, t))
+    return tuple(out)

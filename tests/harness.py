@@ -8,12 +8,14 @@ code with propagate or refresh.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import random
 from collections import Counter
 from decimal import Decimal
 from pathlib import Path
 
 import duckdb
+import sqlglot
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -56,15 +58,22 @@ EXTENDED = {
 
 
 def make_project(root: Path, views: dict[str, str], schema_sql: str = SCHEMA_SQL, url: str | None = None,
-                 master: str = "local[2]") -> Path:
+                 master: str = "local[2]", maintain: str | None = None) -> Path:
+    """maintain: write [views] <name> = "<maintain>" for every view (e.g. "incremental": nights never
+    trade a view's summary-delta for a recompute, so tests of the delta mode see it every night)."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "sql" / "summaries").mkdir(parents=True, exist_ok=True)
     (root / "sql" / "schema.sql").write_text(schema_sql)
     for name, sql in views.items():
         (root / "sql" / "summaries" / f"{name}.sql").write_text(sql)
+    settings = ""
+    if maintain:
+        names = [sqlglot.parse_one(sql).this for sql in views.values()]
+        names = [n.this.name if isinstance(n, sqlglot.exp.Schema) else n.name for n in names]
+        settings = "[views]\n" + "".join(f'{json.dumps(n)} = "{maintain}"\n' for n in names)
     (root / "nightshift.toml").write_text(
         f'[lake]\npath = "lake"\n[warehouse]\nurl = "{url or "duckdb:///warehouse.duckdb"}"\n'
-        f'[spark]\nmaster = "{master}"\n[dependencies]\nstores = ["city -> region"]\n'
+        f'[spark]\nmaster = "{master}"\n[dependencies]\nstores = ["city -> region"]\n{settings}'
     )
     return root
 
@@ -155,12 +164,27 @@ class Model:
             arrow = pa.Table.from_pydict({c: [r[i] for r in rows] for i, c in enumerate(cols)}, schema=ARROW[t])
             con.register(f"_{t}", arrow)
             con.execute(f'CREATE TABLE "{t}" AS SELECT * FROM _{t}')
+        pending = dict(views)  # views over views: create each once the views it reads exist
+        while pending:
+            made = [n for n, sql in pending.items() if _try(con, sql)]
+            if not made:
+                raise AssertionError(f"the model cannot create views {sorted(pending)}")
+            for n in made:
+                del pending[n]
         out = {}
         for name, sql in views.items():
-            select = sql[sql.upper().index(" AS SELECT") + 4:]
+            select = sqlglot.parse_one(sql, read="duckdb").expression.sql("duckdb")  # the view's own query
             out[name] = bag(con.execute(select).fetchall())
         con.close()
         return out
+
+
+def _try(con, sql: str) -> bool:
+    try:
+        con.execute(sql)
+        return True
+    except duckdb.CatalogException:
+        return False
 
 
 class BatchGenerator:

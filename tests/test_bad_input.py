@@ -93,11 +93,25 @@ def expect_refused(spark, root: Path, batch: str, error: type, *needles: str) ->
 # ------------------------------------------------------------------ view SQL and config (no Spark)
 
 
-def test_unsupported_view_sql_is_refused_by_the_cli(tmp_path):
+def test_a_view_no_incremental_rule_covers_is_recomputed_and_incremental_refuses_it(tmp_path):
     root = make_project(tmp_path / "p", {"bad": "CREATE VIEW bad AS SELECT DISTINCT storeID, COUNT(*) AS n FROM pos GROUP BY storeID"})
+    r = run_cli("plan", "--project", str(root))
+    assert r.returncode == 0, r.stderr
+    assert "mode: recompute" in r.stdout and "sql/summaries/bad.sql: view bad: SELECT DISTINCT" in r.stdout
+    toml = root / "nightshift.toml"
+    toml.write_text(toml.read_text() + '[views]\nbad = "incremental"\n')
     r = run_cli("plan", "--project", str(root))
     assert r.returncode == 1
     assert "sql/summaries/bad.sql" in r.stderr and "view bad" in r.stderr and "DISTINCT" in r.stderr
+    assert '[views] bad = "incremental"' in r.stderr
+
+
+def test_a_view_the_engines_disagree_on_is_refused(tmp_path):
+    root = make_project(tmp_path / "p", {"dow": "CREATE VIEW dow AS SELECT DAYOFWEEK(date) AS d, COUNT(*) AS n FROM pos "
+                                                "GROUP BY DAYOFWEEK(date)"})
+    r = run_cli("plan", "--project", str(root))
+    assert r.returncode == 1
+    assert "sql/summaries/dow.sql: view dow" in r.stderr and "weekday" in r.stderr and "1970-01-04" in r.stderr
 
 
 def test_view_with_unknown_column_names_file_view_and_column(tmp_path):
@@ -280,10 +294,11 @@ def test_a_good_batch_after_a_refused_one_applies(project, spark):
 def test_unsupported_view_refused_before_any_step(project, spark):
     root, _ = project
     before = snapshot(root)
-    (root / "sql" / "summaries" / "w.sql").write_text(
-        "CREATE VIEW w AS SELECT city, COUNT(*) AS n FROM pos LEFT JOIN stores ON pos.storeID = stores.storeID GROUP BY city"
+    (root / "sql" / "summaries" / "w.sql").write_text(  # valid SQL to a parser, meaningless to an engine
+        "CREATE VIEW w AS SELECT city, COUNT(*) AS n FROM pos LEFT JOIN stores ON pos.storeID = stores.storeID "
+        "GROUP BY city HAVING SUM(stores.region) > 1"
     )
-    with pytest.raises(UnsupportedView, match=r"sql/summaries/w.sql: view w: unsupported LEFT JOIN"):
+    with pytest.raises(UnsupportedView, match=r"sql/summaries/w.sql: view w: invalid SQL: .*sum"):
         Cycle(load_project(root), spark=spark)
     (root / "sql" / "summaries" / "w.sql").unlink()
     assert snapshot(root) == before

@@ -628,3 +628,54 @@ def test_a_full_cube_compiles_to_the_expected_lattice():
     assert len([e for e in lattice.cover_edges if e.upper in among]) == 43
     assert [e.lower for e in lattice.cover_edges if e.upper == DELTA] == ["cube_storeID_itemID_date"]
     assert all(lattice.node(p.parent).kind == "changes" or p.parent in among for p in lattice.parents)
+
+
+# ------------------------------------------------------------------ computed group keys (issue 17)
+
+MONTHLY = {
+    "SID_sales": FIGURE_1["SID_sales"],
+    "monthly": "CREATE VIEW monthly AS SELECT storeID, CAST(DATE_TRUNC('month', date) AS DATE) AS month, "
+               "COUNT(*) AS n, SUM(qty) AS q FROM pos GROUP BY storeID, CAST(DATE_TRUNC('month', date) AS DATE)",
+    "yearly": "CREATE VIEW yearly AS SELECT CAST(DATE_TRUNC('month', date) AS DATE) AS month, COUNT(*) AS n "
+              "FROM pos GROUP BY CAST(DATE_TRUNC('month', date) AS DATE)",
+}
+
+
+def test_a_month_key_derives_from_a_date_key():
+    """A computed key is determined by the columns it reads (5.1): monthly(store, month(date)) derives
+    from SID_sales(store, item, date) by computing the month along the edge; a view grouped by the same
+    expression (yearly here groups by month alone) reads it from monthly's key instead."""
+    plan = plan_of(MONTHLY)
+    stats = Statistics.of(table_rows={"pos": 1_000_000}, change_rows={"pos": 100_000},
+                          change_distinct={("pos.storeID", "pos.itemID", "pos.date"): 1000})
+    lattice = build_lattice(plan, stats)
+    edge = lattice.edge("SID_sales", "monthly")
+    assert edge is not None and not edge.joins
+    assert {a.ref.column for a in edge.attributes if not a.ref.is_expression} == {"storeID", "date"}
+    assert lattice.parent_of("monthly") == "SID_sales"
+    assert lattice.edge("monthly", "yearly") is not None
+    from lattice import emit
+
+    sql = emit.derived_summary_delta(edge, lattice.node("monthly"), emit.rel("sd", "SID_sales"), plan.schema)
+    assert 'DATE_TRUNC(\'MONTH\', "SID_sales"."date")' in sql  # computed over the parent's date key
+    down = emit.derived_summary_delta(lattice.edge("monthly", "yearly"), lattice.node("yearly"),
+                                      emit.rel("sd", "monthly"), plan.schema)
+    assert '"monthly"."month"' in down and "DATE_TRUNC" not in down  # read, not recomputed
+
+
+# ------------------------------------------------------------------ delta or recompute per night (issue 17)
+
+
+def test_a_night_recomputes_a_view_only_when_that_is_cheaper(figure1):
+    from lattice.passes.choose_modes import choose_modes
+
+    def modes(table_rows: int, changes: int, deletes: bool) -> dict[str, str]:
+        stats = Statistics.of(table_rows={"pos": table_rows, "stores": 100, "items": 1000}, change_rows={"pos": changes})
+        lattice = build_lattice(figure1, stats)
+        return {m.view: m.mode for m in choose_modes(lattice, figure1, stats, deletes)}
+
+    assert set(modes(1_000_000, 1_000, True).values()) == {"delta"}  # an ordinary night
+    assert set(modes(0, 1_000_000, False).values()) == {"delta"}  # the first load: a tie; the lattice shares work
+    backfill = modes(1_000_000, 2_000_000, True)  # every row deleted and inserted again
+    assert backfill["SID_sales"] == "recompute"  # (store, item, date): about one group per row
+    assert backfill["sR_sales"] == "delta"  # a handful of regions: derived along the lattice, merged cheaply

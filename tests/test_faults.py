@@ -12,11 +12,15 @@ from nightshift.cycle import Cycle
 from nightshift.errors import InjectedCrash
 from nightshift.oracle import bag, duckdb_base
 
-VIEWS = {**FIGURE_1, "avg_price": EXTENDED["avg_price"]}
+# best_day is nested (paper 000): its lake copy of SID_sales switches with the base in apply-base
+VIEWS = {**FIGURE_1, "avg_price": EXTENDED["avg_price"],
+         "best_day": "CREATE VIEW best_day AS SELECT storeID, MAX(TotalQuantity) AS best, COUNT(*) AS days "
+                     "FROM SID_sales GROUP BY storeID"}
 CRASH_POINTS = (
     ["propagate:after_view:SID_sales"]
     + [f"refresh:after_merge:{v}" for v in sorted(VIEWS)]
-    + ["refresh:before_commit", "apply-base:after_table:items", "apply-base:after_table:pos", "after_refresh"]
+    + ["refresh:before_commit", "apply-base:after_table:items", "apply-base:after_table:pos",
+       "apply-base:after_table:SID_sales", "after_refresh"]
 )
 
 
@@ -54,7 +58,10 @@ def state_of(root, spark) -> dict:
         "ledger": [(r.batch_id, r.kind, r.position) for r in cycle.warehouse.ledger()],
         "applied": cycle.lake.state().applied,
         "views": {v.name: bag(cycle.warehouse.read_view(v)) for v in cycle.plan.views},
-        "base": {t.name: bag(con.execute(f'SELECT * FROM "{t.name}"').fetchall()) for t in cycle.plan.schema.tables},
+        "base": {t.name: bag(con.execute(f'SELECT * FROM "{t.name}"').fetchall()) for t in cycle.plan.schema.base_tables},
+        # the lake copies nested views read: switched with the base, never half-written
+        "copies": {v.name: bag(con.execute(f"SELECT * FROM read_parquet('{cycle.lake.current_base_dir(v.name)}/*.parquet')")
+                               .fetchall()) for v in cycle.plan.copied_views},
     }
     con.close()
     cycle.close()
@@ -84,6 +91,7 @@ def test_crash_then_rerun_equals_clean_run(prepared, tmp_path, spark, monkeypatc
     rerun.run("b0003")  # and once more: a finished night is a no-op
     rerun.close()
     got, want = state_of(work, spark), state_of(clean, spark)
+    assert set(got["copies"]) == {"SID_sales"}
     assert got == want
     assert [b for b, kind, _ in got["ledger"] if kind == "batch"].count("b0003") == 1
     expected = model.recompute(VIEWS)

@@ -15,7 +15,7 @@ from sqlglot import exp
 
 from lattice import emit, types
 from lattice.compile import compile_project
-from lattice.errors import SchemaError, UnknownReference, UnsupportedView
+from lattice.errors import NotIncremental, SchemaError, UnknownReference, UnsupportedView
 from lattice.ir import ColumnRef, GroupKey, Join, View
 from lattice.passes.parse_schema import parse_schema
 from lattice.sql import to_dialect
@@ -369,149 +369,82 @@ def test_snowflake_is_not_required_but_dimension_order_follows_the_join_tree():
     assert tuple(j.parent for j in v.joins) == v.dimensions
 
 
-# =================================================================== 4. refusals
+# =================================================================== 4. what is not incremental, what is refused
 
 REFUSED_FILE = "sql/summaries/refused_file.sql"
 REFUSED_VIEW = "BadView"
 
+# valid SQL that no incremental rule covers: kept by recompute, the reason names file, view and construct
+RECOMPUTED = [
+    ("select_distinct", "SELECT DISTINCT storeID, COUNT(*) AS N FROM pos GROUP BY storeID", ["distinct"]),
+    ("window", "SELECT storeID, SUM(qty) OVER (PARTITION BY storeID) AS N FROM pos", ["window", "over"]),
+    ("left_join", "SELECT region, COUNT(*) AS N FROM pos LEFT JOIN stores ON pos.storeID = stores.storeID GROUP BY region",
+     ["left", "join"]),
+    ("left_outer_join",
+     "SELECT region, COUNT(*) AS N FROM pos LEFT OUTER JOIN stores ON pos.storeID = stores.storeID GROUP BY region",
+     ["left", "join"]),
+    ("full_outer_join",
+     "SELECT region, COUNT(*) AS N FROM pos FULL OUTER JOIN stores ON pos.storeID = stores.storeID GROUP BY region",
+     ["full", "join"]),
+    ("subquery_in_where", "SELECT storeID, COUNT(*) AS N FROM pos WHERE itemID IN (SELECT itemID FROM items) GROUP BY storeID",
+     ["subquery"]),
+    ("exists_subquery", "SELECT storeID, COUNT(*) AS N FROM pos WHERE EXISTS (SELECT 1 FROM items) GROUP BY storeID",
+     ["subquery"]),
+    ("subquery_in_from", "SELECT storeID, COUNT(*) AS N FROM (SELECT * FROM pos) AS p GROUP BY storeID", ["subquery"]),
+    ("count_distinct", "SELECT storeID, COUNT(DISTINCT itemID) AS N FROM pos GROUP BY storeID", ["count", "distinct"]),
+    ("median", "SELECT storeID, MEDIAN(qty) AS m FROM pos GROUP BY storeID", ["median"]),
+    ("non_fk_join_fact_to_dimension",
+     "SELECT category, COUNT(*) AS N FROM pos JOIN items ON pos.qty = items.itemID GROUP BY category",
+     ["foreign key", "pos.qty"]),
+    ("non_fk_join_between_dimensions",
+     "SELECT category, region, COUNT(*) AS N FROM pos JOIN stores ON pos.storeID = stores.storeID "
+     "JOIN items ON pos.itemID = items.itemID AND stores.city = items.name GROUP BY category, region",
+     ["foreign key", "city", "name"]),
+    ("cross_product", "SELECT region, COUNT(*) AS N FROM pos, stores GROUP BY region", ["cross product"]),
+    ("cross_product_with_one_join",
+     "SELECT region, category, COUNT(*) AS N FROM pos, stores, items WHERE pos.storeID = stores.storeID "
+     "GROUP BY region, category", ["cross product"]),
+    ("union", "SELECT storeID, COUNT(*) AS N FROM pos GROUP BY storeID UNION ALL SELECT storeID, COUNT(*) AS N FROM pos "
+     "GROUP BY storeID", ["union"]),
+    ("random", "SELECT storeID, COUNT(*) AS N FROM pos WHERE RANDOM() < 0.5 GROUP BY storeID", ["rand", "deterministic"]),
+    ("projection", "SELECT storeID, qty FROM pos", ["projection"]),
+    ("expression_over_aggregates", "SELECT storeID, SUM(qty) * 2 AS d FROM pos GROUP BY storeID", ["expression over aggregates"]),
+]
+
+
+@pytest.mark.parametrize("sql, construct", [r[1:] for r in RECOMPUTED], ids=[r[0] for r in RECOMPUTED])
+def test_valid_sql_no_incremental_rule_covers_is_kept_by_recompute(sql, construct):
+    text = f"CREATE VIEW {REFUSED_VIEW} AS {sql}"
+    v = compile_project(SCHEMA_SQL, {REFUSED_FILE: text}).views[0]
+    assert v.mode == "recompute" and not v.keys and not v.stored
+    assert REFUSED_FILE in v.reason and REFUSED_VIEW in v.reason
+    for fragment in construct:
+        assert fragment in v.reason.lower(), (fragment, v.reason)
+    # [views] BadView = "incremental": the same construct becomes an error naming it
+    with pytest.raises(NotIncremental) as info:
+        compile_project(SCHEMA_SQL, {REFUSED_FILE: text}, maintain=((REFUSED_VIEW, "incremental"),))
+    assert all(f in str(info.value).lower() for f in construct) and '"incremental"' in str(info.value)
+
+
+# what has no meaning at all is refused
 REFUSALS = [
-    (
-        "select_distinct",
-        "SELECT DISTINCT storeID, COUNT(*) AS N FROM pos GROUP BY storeID",
-        ["distinct"],
-        UnsupportedView,
-    ),
-    (
-        "having",
-        "SELECT storeID, COUNT(*) AS N FROM pos GROUP BY storeID HAVING COUNT(*) > 1",
-        ["having"],
-        UnsupportedView,
-    ),
-    (
-        "window",
-        "SELECT storeID, SUM(qty) OVER (PARTITION BY storeID) AS N FROM pos GROUP BY storeID",
-        ["window", "over"],
-        UnsupportedView,
-    ),
-    (
-        "left_join",
-        "SELECT region, COUNT(*) AS N FROM pos LEFT JOIN stores ON pos.storeID = stores.storeID GROUP BY region",
-        ["left", "join"],
-        UnsupportedView,
-    ),
-    (
-        "left_outer_join",
-        "SELECT region, COUNT(*) AS N FROM pos LEFT OUTER JOIN stores ON pos.storeID = stores.storeID GROUP BY region",
-        ["left", "join"],
-        UnsupportedView,
-    ),
-    (
-        "full_outer_join",
-        "SELECT region, COUNT(*) AS N FROM pos FULL OUTER JOIN stores ON pos.storeID = stores.storeID GROUP BY region",
-        ["full", "join"],
-        UnsupportedView,
-    ),
-    (
-        "subquery_in_where",
-        "SELECT storeID, COUNT(*) AS N FROM pos WHERE itemID IN (SELECT itemID FROM items) GROUP BY storeID",
-        ["subquery"],
-        UnsupportedView,
-    ),
-    (
-        "exists_subquery",
-        "SELECT storeID, COUNT(*) AS N FROM pos WHERE EXISTS (SELECT 1 FROM items) GROUP BY storeID",
-        ["subquery"],
-        UnsupportedView,
-    ),
-    (
-        "subquery_in_from",
-        "SELECT storeID, COUNT(*) AS N FROM (SELECT * FROM pos) AS p GROUP BY storeID",
-        ["subquery"],
-        UnsupportedView,
-    ),
-    (
-        "count_distinct",
-        "SELECT storeID, COUNT(DISTINCT itemID) AS N FROM pos GROUP BY storeID",
-        ["count", "distinct"],
-        UnsupportedView,
-    ),
-    (
-        "non_fk_join_fact_to_dimension",
-        "SELECT category, COUNT(*) AS N FROM pos JOIN items ON pos.qty = items.itemID GROUP BY category",
-        ["foreign key", "pos.qty"],
-        UnsupportedView,
-    ),
-    (
-        "non_fk_join_between_dimensions",
-        "SELECT category, region, COUNT(*) AS N FROM pos "
-        "JOIN stores ON pos.storeID = stores.storeID "
-        "JOIN items ON pos.itemID = items.itemID AND stores.city = items.name "
-        "GROUP BY category, region",
-        ["foreign key", "city", "name"],
-        UnsupportedView,
-    ),
-    (
-        "cross_product",
-        "SELECT region, COUNT(*) AS N FROM pos, stores GROUP BY region",
-        ["cross product"],
-        UnsupportedView,
-    ),
-    (
-        "cross_product_with_one_join",
-        "SELECT region, category, COUNT(*) AS N FROM pos, stores, items "
-        "WHERE pos.storeID = stores.storeID GROUP BY region, category",
-        ["cross product"],
-        UnsupportedView,
-    ),
-    (
-        "no_group_by",
-        "SELECT COUNT(*) AS N, SUM(qty) AS Q FROM pos",
-        ["group by"],
-        UnsupportedView,
-    ),
-    (
-        "selected_not_grouped",
-        "SELECT storeID, itemID, COUNT(*) AS N FROM pos GROUP BY storeID",
-        ["group by", "itemid"],
-        UnsupportedView,
-    ),
-    (
-        "unknown_table",
-        "SELECT storeID, COUNT(*) AS N FROM sales GROUP BY storeID",
-        ["unknown table", "sales"],
-        UnknownReference,
-    ),
-    (
-        "unknown_column",
-        "SELECT storeID, SUM(quantity) AS N FROM pos GROUP BY storeID",
-        ["unknown column", "quantity"],
-        UnknownReference,
-    ),
-    (
-        "unknown_qualified_column",
-        "SELECT storeID, SUM(pos.quantity) AS N FROM pos GROUP BY storeID",
-        ["unknown column", "quantity"],
-        UnknownReference,
-    ),
-    (
-        "unknown_column_in_group_by",
-        "SELECT storeID, COUNT(*) AS N FROM pos GROUP BY storeID, shelf",
-        ["unknown column", "shelf"],
-        UnknownReference,
-    ),
-    (
-        "ambiguous_column",
-        "SELECT storeID, COUNT(*) AS N FROM pos JOIN stores ON pos.storeID = stores.storeID GROUP BY storeID",
-        ["ambiguous", "storeid"],
-        UnsupportedView,
-    ),
-    (
-        "union",
-        "SELECT storeID, COUNT(*) AS N FROM pos GROUP BY storeID "
-        "UNION ALL SELECT storeID, COUNT(*) AS N FROM pos GROUP BY storeID",
-        ["union"],
-        UnsupportedView,
-    ),
+    ("selected_not_grouped", "SELECT storeID, itemID, COUNT(*) AS N FROM pos GROUP BY storeID", ["group by", "itemid"],
+     UnsupportedView),
+    ("unknown_table", "SELECT storeID, COUNT(*) AS N FROM sales GROUP BY storeID", ["unknown table", "sales"],
+     UnknownReference),
+    ("unknown_table_recompute", "SELECT s.storeID FROM pos LEFT JOIN sales s ON pos.storeID = s.storeID",
+     ["unknown table", "sales"], UnknownReference),
+    ("unknown_column", "SELECT storeID, SUM(quantity) AS N FROM pos GROUP BY storeID", ["unknown column", "quantity"],
+     UnknownReference),
+    ("unknown_qualified_column", "SELECT storeID, SUM(pos.quantity) AS N FROM pos GROUP BY storeID",
+     ["unknown column", "quantity"], UnknownReference),
+    ("unknown_column_in_group_by", "SELECT storeID, COUNT(*) AS N FROM pos GROUP BY storeID, shelf",
+     ["unknown column", "shelf"], UnknownReference),
+    ("ambiguous_column", "SELECT storeID, COUNT(*) AS N FROM pos JOIN stores ON pos.storeID = stores.storeID GROUP BY storeID",
+     ["ambiguous", "storeid"], UnsupportedView),
+    ("engines_disagree", "SELECT EXTRACT(DOW FROM date) AS d, COUNT(*) AS n FROM pos GROUP BY EXTRACT(DOW FROM date)",
+     ["dow", "1970-01-04"], UnsupportedView),
+    ("engines_disagree_in_recompute", "SELECT DATE_ADD(date, 1) AS d FROM pos", ["date_add", "seconds"], UnsupportedView),
 ]
 
 
@@ -525,6 +458,13 @@ def test_refusal_names_file_view_and_construct(sql, construct, error):
     assert REFUSED_VIEW in message
     for fragment in construct:
         assert fragment in message.lower(), (fragment, message)
+
+
+def test_views_reading_each_other_in_a_cycle_are_refused():
+    files = {"sql/summaries/a.sql": "CREATE VIEW a AS SELECT MAX(n) AS n FROM b",
+             "sql/summaries/b.sql": "CREATE VIEW b AS SELECT MAX(n) AS n FROM a"}
+    with pytest.raises(UnsupportedView, match=r"cycle: a -> b -> a"):
+        compile_project(SCHEMA_SQL, files)
 
 
 def test_unknown_references_are_unsupported_views():
@@ -573,7 +513,7 @@ def test_group_by_column_selected_twice_is_compiled_or_refused(sql):
 
 def test_one_bad_file_fails_the_whole_project():
     files = dict(FIGURE1_FILES)
-    files[REFUSED_FILE] = f"CREATE VIEW {REFUSED_VIEW} AS SELECT storeID, COUNT(DISTINCT itemID) AS N FROM pos GROUP BY storeID"
+    files[REFUSED_FILE] = f"CREATE VIEW {REFUSED_VIEW} AS SELECT storeID, COUNT(*) AS N FROM sales GROUP BY storeID"
     with pytest.raises(UnsupportedView, match="refused_file.sql"):
         compile_project(SCHEMA_SQL, files)
 

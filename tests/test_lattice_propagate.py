@@ -18,6 +18,11 @@ from nightshift.cycle import Cycle
 from nightshift.oracle import bag
 
 VIEWS = {**FIGURE_1, **EXTENDED}
+# nested views (paper 000): a level reads the change set of a view an earlier level computed
+NESTED = {
+    "best_day": "CREATE VIEW best_day AS SELECT storeID, MAX(TotalQuantity) AS best FROM SID_sales GROUP BY storeID",
+    "top_store": "CREATE VIEW top_store AS SELECT MAX(best) AS top, COUNT(*) AS stores FROM best_day",
+}
 
 
 def deltas(cycle, batch: str) -> dict:
@@ -80,7 +85,7 @@ def lattice_equals_direct(root, spark, monkeypatch, views: dict, seed: int, nigh
 
 def test_lattice_summary_deltas_equal_direct_ones(tmp_path, spark, monkeypatch):
     monkeypatch.setenv("NIGHTSHIFT_LATTICE_STATS_ROWS", "0")  # measure summary-delta sizes on every night
-    root = make_project(tmp_path / "p", VIEWS)
+    root = make_project(tmp_path / "p", VIEWS, maintain="incremental")
     derived, strict = lattice_equals_direct(root, spark, monkeypatch, VIEWS, 8, 6)
     assert len(list((root / "lake" / "stats").glob("batch_id=*.json"))) == 6  # one cached pass per batch
     cycle = Cycle(load_project(root), spark=spark, progress=lambda _: None)
@@ -114,7 +119,8 @@ def test_random_view_sets_lattice_equals_direct_equals_recompute(tmp_path, spark
     """Property: for random view sets and random batches, lattice propagate == direct propagate ==
     recomputation."""
     views = random_views(random.Random(seed), 5)
-    derived, strict = lattice_equals_direct(make_project(tmp_path / "p", views), spark, monkeypatch, views, seed, 4)
+    derived, strict = lattice_equals_direct(make_project(tmp_path / "p", views, maintain="incremental"), spark,
+                                            monkeypatch, views, seed, 4)
     assert strict >= 1 and derived
 
 
@@ -123,12 +129,15 @@ def test_propagate_level_by_level_equals_one_job(tmp_path, spark):
     separate call, as separate spark-submits would) give the same summary-deltas as one job, night after
     night; refresh cannot start before the last level; a level refuses to run before the levels under it,
     and rerunning a level invalidates the manifest and the later levels until they run again."""
-    root = make_project(tmp_path / "p", VIEWS)
+    views = {**VIEWS, **NESTED}
+    root = make_project(tmp_path / "p", views)
     model = Model()
     gen = BatchGenerator(31, model)
     cycle = Cycle(load_project(root), spark=spark, progress=lambda _: None)
     tiers = levels(lattice_shape(cycle.plan))
-    assert len(tiers) >= 3 and sorted(n for t in tiers for n in t if n in VIEWS) == sorted(VIEWS)
+    assert len(tiers) >= 3 and sorted(n for t in tiers for n in t if n in views) == sorted(views)
+    level = {n: k for k, t in enumerate(tiers) for n in t}
+    assert level["SID_sales"] < level["best_day"] < level["top_store"]  # a view's change set feeds the next level
     for n in range(2):
         batch = f"b{n:04d}"
         changes = gen.initial() if n == 0 else gen.night()
@@ -157,7 +166,7 @@ def test_propagate_level_by_level_equals_one_job(tmp_path, spark):
         assert cycle.propagate(batch, 0).skipped  # refreshed: every level is a no-op now
         cycle.apply_base(batch)
         model.apply(changes)
-        expected = model.recompute(VIEWS)
+        expected = model.recompute(views)
         for v in cycle.plan.views:
             assert bag(cycle.warehouse.read_view(v)) == expected[v.name], f"batch {batch}: {v.name} != recomputation"
     cycle.close()

@@ -44,7 +44,7 @@ def test_materialize_equals_incremental_and_nights_continue(tmp_path, spark):
     cycle.close()
 
 
-def test_changed_view_definitions_require_materialize(tmp_path, spark):
+def test_changed_view_definitions_require_apply_or_materialize(tmp_path, spark):
     root = make_project(tmp_path / "p", FIGURE_1)
     model = Model()
     gen = BatchGenerator(22, model)
@@ -56,7 +56,7 @@ def test_changed_view_definitions_require_materialize(tmp_path, spark):
     changes = gen.night()
     write_changes(root, "b0001", changes)
     cycle = Cycle(load_project(root), spark=spark, progress=lambda _: None)
-    with pytest.raises(PlanChanged, match="run nightshift materialize"):
+    with pytest.raises(PlanChanged, match="added avg_price; nightshift plan shows how; run nightshift apply"):
         cycle.run("b0001")
     assert cycle.status("b0001") == "pending"
     cycle.materialize()

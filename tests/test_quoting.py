@@ -133,7 +133,7 @@ def test_odd_names_through_the_whole_cycle(tmp_path, spark, quiet, warehouse_url
     from nightshift.validate import validate_batch
 
     monkeypatch.setenv("NIGHTSHIFT_LATTICE_STATS_ROWS", "0")  # measured sizes: by_city derives from by_store
-    root = make_project(tmp_path / "odd", VIEWS, schema_sql=SCHEMA, url=warehouse_url(backend, "odd"))
+    root = make_project(tmp_path / "odd", VIEWS, schema_sql=SCHEMA, url=warehouse_url(backend, "odd"), maintain="incremental")
     toml = root / "nightshift.toml"
     toml.write_text(toml.read_text().replace('stores = ["city -> region"]', ""))
     cycle = Cycle(load_project(root), spark=spark, progress=quiet)

@@ -63,7 +63,7 @@ def four(tmp_path, spark, quiet, pg_schemas, monkeypatch):
     The D-lattice is off, so every summary-delta comes from the change set (where pre-aggregation
     applies); test_differential covers the optimizations along the lattice."""
     monkeypatch.setenv("NIGHTSHIFT_LATTICE", "0")
-    root = make_project(tmp_path / "p", VIEWS)
+    root = make_project(tmp_path / "p", VIEWS, maintain="incremental")  # the first night too: 4.3's paths, no recompute
     lead = Cycle(load_project(root), spark=spark, progress=quiet)
     cycles = {"duckdb_on": lead}
     for name, url in (("pg_on", pg_schemas("opt_on")), ("duckdb_off", f"duckdb:///{tmp_path / 'off.duckdb'}"),

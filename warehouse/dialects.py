@@ -16,47 +16,14 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import sqlalchemy as sa
 
+import sqlglot
+
 from lattice.ir import StoredAggregate, View
-from lattice.sql import duckdb_read_parquet
+from lattice.passes.normalize import served
+from lattice.refresh import delta_columns, fresh, merged, summary_columns
+from lattice.sql import duckdb_read_parquet, to_dialect
 from lattice.sql import ident as q
 from runtime.errors import ConfigError
-
-
-# ---------------------------------------------------------------- Figure 8, shared by every backend
-
-
-def merged(view: View, s: StoredAggregate, t: str, c: str, lost: str) -> str:
-    """Figure 8's new value of stored aggregate s of an existing group t given its summary-delta c.
-
-    `lost` is the SQL of "this group lost rows in this batch" (its MIN/MAX in c is then exact)."""
-    col = q(s.column)
-    if s.kind in ("count_star", "count"):
-        return f"{t}.{col} + {c}.{col}"
-    cnt = q(view.stored_of("count", s.arg).column)
-    empty = f"{t}.{cnt} + {c}.{cnt} = 0"
-    if s.kind == "sum":
-        return f"CASE WHEN {empty} THEN NULL ELSE COALESCE({t}.{col}, 0) + COALESCE({c}.{col}, 0) END"
-    pick = "LEAST" if s.kind == "min" else "GREATEST"
-    return f"CASE WHEN {empty} THEN NULL WHEN {lost} THEN {c}.{col} ELSE {pick}({t}.{col}, {c}.{col}) END"
-
-
-def fresh(view: View, s: StoredAggregate, c: str) -> str:
-    """A new group's stored aggregate: the delta's, NULL where its COUNT(e) is 0 (Figure 8)."""
-    col = q(s.column)
-    if s.kind in ("count_star", "count"):
-        return f"{c}.{col}"
-    cnt = q(view.stored_of("count", s.arg).column)
-    return f"CASE WHEN {c}.{cnt} = 0 THEN NULL ELSE {c}.{col} END"
-
-
-def summary_columns(view: View) -> list[tuple[str, str]]:
-    """(column, type) of a summary table's contents: group-by columns, stored aggregates."""
-    return [(k.name, k.type) for k in view.keys] + [(s.column, s.type) for s in view.stored]
-
-
-def delta_columns(view: View) -> list[tuple[str, str]]:
-    """(column, type) of a staged summary-delta: the summary table's columns plus _ns_lost."""
-    return summary_columns(view) + [("_ns_lost", "INTEGER")]
 
 
 class Dialect:
@@ -64,6 +31,7 @@ class Dialect:
     is a method of DuckDBDialect or PostgresDialect."""
 
     name = "generic"
+    sqlglot_dialect = "neutral"  # lattice.sql engine name
     min_key_check = True  # 4.3's min-key check reads one aggregate per group-by column of the summary table
 
     # ------------------------------------------------------------ names
@@ -92,21 +60,45 @@ class Dialect:
         return t
 
     # ------------------------------------------------------------ DDL
-    def summary_ddl(self, view: View) -> list[str]:
+    def summary_ddl(self, view: View, columns: tuple[tuple[str, str], ...] = ()) -> list[str]:
+        """The storage table: group keys and hidden aggregates; a recompute view's declared columns,
+        typed as tonight's result is (`columns`, from Spark)."""
+        if not view.incremental:
+            cols = [f"{self.col(view, c)} {self.column_type(t)}" for c, t in columns]
+            return [f"CREATE TABLE {self.table(view)} ({', '.join(cols)})"]
         cols = [f"{self.col(view, k.name)} {self.column_type(k.type)}" for k in view.keys]
         cols += [f"{q(s.column)} {self.column_type(s.type)}{' NOT NULL' if s.kind in ('count_star', 'count') else ''}"
                  for s in view.stored]
         return [f"CREATE TABLE {self.table(view)} ({', '.join(cols)})"]
 
     def serving_view_sql(self, view: View) -> str:
-        cols = []
-        for o in view.outputs:
-            src = self.col(view, o.source)
-            if o.kind == "avg":
-                cnt = q(o.count_column)
-                src = f"CASE WHEN {cnt} = 0 THEN NULL ELSE CAST({src} AS DOUBLE PRECISION) / {cnt} END"
-            cols.append(f"{src} AS {self.col(view, o.name)}")
-        return f"CREATE VIEW {self.serving(view)} AS SELECT {', '.join(cols)} FROM {self.table(view)}"
+        """The serving view: exactly the declared columns (AVG as SUM/COUNT), the groups HAVING keeps;
+        a grand total (no GROUP BY) is one row even over an empty table (COUNT 0, the others NULL)."""
+        source = self.table(view)
+        if view.incremental and not view.keys:
+            one = [f"COALESCE(MAX({q(s.column)}), 0) AS {q(s.column)}" if s.kind in ("count_star", "count")
+                   else f"MAX({q(s.column)}) AS {q(s.column)}" for s in view.stored]
+            source = f"(SELECT {', '.join(one)} FROM {self.table(view)}) AS {q('_ns_total')}"
+        cols = [f"{self._served(view, o)} AS {self.col(view, o.name)}" for o in view.outputs]
+        where = f" WHERE {self._over_storage(view, view.having)}" if view.having else ""
+        return f"CREATE VIEW {self.serving(view)} AS SELECT {', '.join(cols)} FROM {source}{where}"
+
+    def _served(self, view: View, o) -> str:
+        return self._over_storage(view, served(o))
+
+    def _over_storage(self, view: View, sql: str) -> str:
+        """Neutral SQL over the storage table's column names, as this warehouse names them."""
+        def fold(node):
+            if isinstance(node, sqlglot.exp.Column):
+                return sqlglot.parse_one(self.col(view, node.name))
+            return node
+
+        return to_dialect(sqlglot.parse_one(sql).transform(fold).sql(), self.sqlglot_dialect)
+
+    # ------------------------------------------------------------ running SQL
+    def run(self, conn, sql: str):
+        """Run one statement (no bind parameters: every value is a literal of lattice.sql)."""
+        return conn.exec_driver_sql(sql)
 
     # ------------------------------------------------------------ transactions
     def lock(self, conn) -> None:
@@ -120,12 +112,14 @@ class Dialect:
         """Load Parquet files into temporary table `table`: (source column, column, type) each."""
         raise NotImplementedError
 
-    def load_parquet(self, conn, view: View, files: list[Path]) -> None:
-        """Append Parquet files holding a whole summary table (materialize) to its storage table."""
-        columns = self.staging(view, summary_columns(view))
+    def load_parquet(self, conn, view: View, files: list[Path], prefix: str = "",
+                     columns: tuple[tuple[str, str], ...] = ()) -> None:
+        """Append Parquet files holding a whole summary table (materialize, or a night that recomputes
+        the view) to its storage table (a recompute view's `columns` as its result has them)."""
+        columns = self.staging(view, list(columns) if not view.incremental else summary_columns(view), prefix)
         self.stage_parquet(conn, "__ns_stage", files, columns)
         cols = ", ".join(q(dst) for _, dst, _ in columns)
-        conn.exec_driver_sql(f"INSERT INTO {self.table(view)} ({cols}) SELECT {cols} FROM {q('__ns_stage')}")
+        self.run(conn, f"INSERT INTO {self.table(view)} ({cols}) SELECT {cols} FROM {q('__ns_stage')}")
 
     # ------------------------------------------------------------ Figure 8
     def merge_delta(self, conn, view: View, delta: str, insert_only: bool = False) -> tuple[int, int, int, int]:
@@ -144,7 +138,7 @@ class Dialect:
             f"SELECT d.*, t.{cnt} IS NOT NULL AS _ns_found, {gone} AS _ns_gone "
             f"FROM {q(delta)} AS d LEFT JOIN {t} AS t ON {match}",
         )
-        inserted, updated, deleted, broken = (int(x) for x in conn.exec_driver_sql(
+        inserted, updated, deleted, broken = (int(x) for x in self.run(conn, 
             f"SELECT COALESCE(SUM(CASE WHEN NOT _ns_found AND {cnt} > 0 THEN 1 ELSE 0 END), 0), "
             f"COALESCE(SUM(CASE WHEN _ns_found AND NOT _ns_gone THEN 1 ELSE 0 END), 0), "
             f"COALESCE(SUM(CASE WHEN _ns_gone THEN 1 ELSE 0 END), 0), "
@@ -154,11 +148,11 @@ class Dialect:
             return inserted, updated, deleted, broken
         cm = self.keys_match(view, "t", "c")
         if deleted:
-            conn.exec_driver_sql(f"DELETE FROM {t} AS t USING {c} AS c WHERE {cm} AND c._ns_gone")
+            self.run(conn, f"DELETE FROM {t} AS t USING {c} AS c WHERE {cm} AND c._ns_gone")
         if updated:
             lost = "FALSE" if insert_only else "c._ns_lost = 1"
             sets = ", ".join(f"{q(s.column)} = {merged(view, s, 't', 'c', lost)}" for s in view.stored)
-            conn.exec_driver_sql(f"UPDATE {t} AS t SET {sets} FROM {c} AS c WHERE {cm} AND c._ns_found AND NOT c._ns_gone")
+            self.run(conn, f"UPDATE {t} AS t SET {sets} FROM {c} AS c WHERE {cm} AND c._ns_found AND NOT c._ns_gone")
         if inserted:
             self.insert_fresh(conn, view, "__ns_class", "NOT c._ns_found")
         return inserted, updated, deleted, broken
@@ -167,7 +161,7 @@ class Dialect:
         """INSERT the delta's groups with COUNT(*) > 0 as new groups (Figure 8's "t is not found")."""
         cols = [self.col(view, k.name) for k in view.keys] + [q(s.column) for s in view.stored]
         vals = [f"c.{self.col(view, k.name)}" for k in view.keys] + [fresh(view, s, "c") for s in view.stored]
-        conn.exec_driver_sql(
+        self.run(conn, 
             f"INSERT INTO {self.table(view)} ({', '.join(cols)}) SELECT {', '.join(vals)} FROM {q(delta)} AS c "
             f"WHERE ({where}) AND c.{q('_ns_count')} > 0"
         )
@@ -191,7 +185,7 @@ class Dialect:
             tsel = [f"CASE WHEN EXISTS (SELECT 1 FROM {t}) THEN 1 ELSE 0 END AS n"]
             tests = ["FALSE"] * len(cols)
         source = f" FROM {t}" if self.min_key_check else ""
-        row = conn.exec_driver_sql(
+        row = self.run(conn, 
             f"SELECT d.*, t.n = 0, {', '.join(tests) or 'FALSE'} FROM (SELECT {', '.join(dsel)} FROM {d}) AS d, "
             f"(SELECT {', '.join(tsel)}{source}) AS t"
         ).fetchone()
@@ -202,14 +196,14 @@ class Dialect:
 
     def exact_minmax_groups(self, conn, delta: str) -> int:
         """Delta groups whose MIN/MAX propagate recomputed exactly (_ns_lost = 1), for the ledger."""
-        return int(conn.exec_driver_sql(f"SELECT COALESCE(SUM(_ns_lost), 0) FROM {q(delta)}").scalar())
+        return int(self.run(conn, f"SELECT COALESCE(SUM(_ns_lost), 0) FROM {q(delta)}").scalar())
 
     def existing_groups(self, conn, view: View, delta: str) -> tuple[int, tuple | None]:
         """Delta groups the summary table already holds (count, one example key): the exact check
         of a declared new-key view when the min-key check cannot prove it."""
         keys = [self.col(view, k.name) for k in view.keys]
         match = self.keys_match(view, "t", "d")
-        row = conn.exec_driver_sql(
+        row = self.run(conn, 
             f"SELECT COUNT(*), MIN(CAST(ROW({', '.join('d.' + k for k in keys)}) AS VARCHAR)) FROM {q(delta)} AS d "
             f"WHERE EXISTS (SELECT 1 FROM {self.table(view)} AS t WHERE {match})"
         ).fetchone()
@@ -228,9 +222,10 @@ class DuckDBDialect(Dialect):
     """DuckDB: names are case-insensitive, so they keep their spelling; deltas staged with read_parquet."""
 
     name = "duckdb"
+    sqlglot_dialect = "duckdb"
 
     def create_temp_as(self, conn, table: str, select: str) -> None:
-        conn.exec_driver_sql(f"CREATE OR REPLACE TEMP TABLE {q(table)} AS {select}")
+        self.run(conn, f"CREATE OR REPLACE TEMP TABLE {q(table)} AS {select}")
 
     def stage_parquet(self, conn, table: str, files: list[Path], columns: list[tuple[str, str, str]]) -> None:
         select = ", ".join(f"{q(src)} AS {q(dst)}" for src, dst, _ in columns)
@@ -242,17 +237,25 @@ class PostgresDialect(Dialect):
     unique index (NULLS NOT DISTINCT) so refresh cost follows the delta, not the table."""
 
     name = "postgresql"
+    sqlglot_dialect = "postgres"
     COPY_BATCH_ROWS = 65536
     min_key_check = False  # MIN/MAX of a non-leading index column is a sequential scan here
 
     def fold(self, view: View, name: str) -> str:
         return name if name in view.quoted else name.lower()
 
+    def run(self, conn, sql: str):
+        """psycopg reads % as a placeholder even without parameters: a literal % (a name, a LIKE
+        pattern, the modulo operator) is written %%."""
+        return conn.exec_driver_sql(sql.replace("%", "%%"))
+
     def column_type(self, t: str) -> str:
         return "DOUBLE PRECISION" if t == "DOUBLE" else t
 
-    def summary_ddl(self, view: View) -> list[str]:
-        ddl = super().summary_ddl(view)
+    def summary_ddl(self, view: View, columns: tuple[tuple[str, str], ...] = ()) -> list[str]:
+        ddl = super().summary_ddl(view, columns)
+        if not view.incremental:
+            return ddl
         t = self.table(view)
         if view.has_min_max:  # Figure 8 needs "this group lost rows" next to an exact MIN/MAX in ON CONFLICT
             ddl.append(f"ALTER TABLE {t} ADD COLUMN _ns_lost INTEGER NOT NULL DEFAULT 0")
@@ -263,20 +266,21 @@ class PostgresDialect(Dialect):
         return ddl
 
     def lock(self, conn) -> None:
-        conn.exec_driver_sql("SELECT pg_advisory_xact_lock(hashtext('nightshift refresh ' || current_schema()))")
+        self.run(conn, "SELECT pg_advisory_xact_lock(hashtext('nightshift refresh ' || current_schema()))")
 
     def create_temp_as(self, conn, table: str, select: str) -> None:
-        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {q(table)}")
-        conn.exec_driver_sql(f"CREATE TEMP TABLE {q(table)} ON COMMIT DROP AS {select}")
+        self.run(conn, f"DROP TABLE IF EXISTS {q(table)}")
+        self.run(conn, f"CREATE TEMP TABLE {q(table)} ON COMMIT DROP AS {select}")
 
     def stage_parquet(self, conn, table: str, files: list[Path], columns: list[tuple[str, str, str]]) -> None:
-        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {q(table)}")
+        self.run(conn, f"DROP TABLE IF EXISTS {q(table)}")
         cols = ", ".join(f"{q(dst)} {self.column_type(t)}" for _, dst, t in columns)
-        conn.exec_driver_sql(f"CREATE TEMP TABLE {q(table)} ({cols}) ON COMMIT DROP")
+        self.run(conn, f"CREATE TEMP TABLE {q(table)} ({cols}) ON COMMIT DROP")
         copy_parquet(conn, table, files, columns, self.COPY_BATCH_ROWS)
 
-    def load_parquet(self, conn, view: View, files: list[Path]) -> None:
-        columns = self.staging(view, summary_columns(view))
+    def load_parquet(self, conn, view: View, files: list[Path], prefix: str = "",
+                     columns: tuple[tuple[str, str], ...] = ()) -> None:
+        columns = self.staging(view, list(columns) if not view.incremental else summary_columns(view), prefix)
         copy_parquet(conn, self.table(view), files, columns, self.COPY_BATCH_ROWS, quoted_table=True)
 
     def merge_delta(self, conn, view: View, delta: str, insert_only: bool = False) -> tuple[int, int, int, int]:
@@ -297,7 +301,7 @@ class PostgresDialect(Dialect):
         nullable = [s for s in view.stored if s.kind in ("sum", "min", "max")]
         empty_new = " OR ".join(f"({q(view.stored_of('count', s.arg).column)} = 0 AND {q(s.column)} IS NOT NULL)"
                                 for s in nullable) or "FALSE"
-        row = conn.exec_driver_sql(
+        row = self.run(conn, 
             f"WITH up AS (INSERT INTO {t} AS t ({', '.join(keys + stored + lost)}) "
             f"SELECT {', '.join(keys + stored + lost)} FROM {q(delta)} "
             f"ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {', '.join(sets)} "
@@ -312,11 +316,11 @@ class PostgresDialect(Dialect):
         if broken:
             return inserted, updated, deleted, broken
         if not insert_only:
-            conn.exec_driver_sql(f"DELETE FROM {t} WHERE {cnt} <= 0")
+            self.run(conn, f"DELETE FROM {t} WHERE {cnt} <= 0")
         if empties:
             for s in nullable:
                 c = q(view.stored_of("count", s.arg).column)
-                conn.exec_driver_sql(f"UPDATE {t} SET {q(s.column)} = NULL WHERE {c} = 0 AND {q(s.column)} IS NOT NULL")
+                self.run(conn, f"UPDATE {t} SET {q(s.column)} = NULL WHERE {c} = 0 AND {q(s.column)} IS NOT NULL")
         return inserted, updated, deleted, broken
 
     def insert_new_keys(self, conn, view: View, delta: str) -> None:

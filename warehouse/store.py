@@ -19,20 +19,28 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 from lattice.ir import Plan, View
+from lattice.layer import LEDGER_KEY, LayerDiff, changed_message, describe, diff
+from lattice.refresh import delta_columns
 from lattice.sql import ident as q
 from lattice.sql import literal as lit
 from runtime.errors import PlanChanged, WarehouseError
 from runtime.faults import checkpoint
-from warehouse.dialects import Dialect, NewKeyConflict, delta_columns, dialect_for
+from warehouse.dialects import Dialect, NewKeyConflict, dialect_for
 
 LEDGER = "ns_ledger"
+
+
+def _dropped_view(name: str, described: dict) -> View:
+    """Enough of a view that is no longer compiled to name its serving view and storage table."""
+    return View(name=name, file="", sql="", fact="", tables=(), joins=(), where=None, keys=(),
+                quoted=tuple(described.get("quoted") or ()))
 
 
 @dataclass(frozen=True)
 class LedgerRow:
     seq: int
     batch_id: str
-    kind: str  # 'batch' | 'materialize'
+    kind: str  # 'batch' | 'materialize' | 'apply' (nightshift apply: views added, changed, dropped)
     plan: str
     position: str  # the last batch the summary tables reflect after this row
     stats: dict
@@ -41,15 +49,29 @@ class LedgerRow:
 
 
 @dataclass(frozen=True)
+class StagedDelta:
+    """What refresh applies to one summary table: the Parquet files of its summary-delta (mode
+    'delta') or of its whole contents tonight (mode 'recompute'), their column prefix, why, and a
+    recompute view's column types."""
+
+    files: list[Path]
+    prefix: str
+    mode: str = "delta"
+    reason: str = ""
+    columns: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
 class RefreshHints:
     """What is known about a night's changes (paper 001, 4.3), from its manifest and nightshift.toml.
 
-    insert_only: the batch deletes no row of any table (every delta COUNT(*) is positive).
+    insert_only: the views whose summary-delta deletes nothing (the batch deletes no row of any table and
+    the view is not nested): every delta COUNT(*) is positive.
     new_keys: views declared in [refresh] new_keys: every summary-delta group is new every night.
     optimize: False refreshes every table by the plain Figure 8 path (NIGHTSHIFT_REFRESH_OPT=0).
     """
 
-    insert_only: bool = False
+    insert_only: frozenset[str] = frozenset()  # views whose summary-delta deletes nothing tonight
     new_keys: frozenset[str] = frozenset()
     optimize: bool = True
 
@@ -104,7 +126,7 @@ class Warehouse:
 
     # ---------------------------------------------------------------- ledger
     def _ensure_ledger(self, conn) -> None:
-        conn.exec_driver_sql(
+        self.dialect.run(conn, 
             f"CREATE TABLE IF NOT EXISTS {q(LEDGER)} (seq INTEGER NOT NULL, batch_id VARCHAR NOT NULL, "
             f"kind VARCHAR NOT NULL, plan VARCHAR NOT NULL, position VARCHAR NOT NULL, applied_at TIMESTAMP, "
             f"stats VARCHAR, validated_at TIMESTAMP, published_at TIMESTAMP)"
@@ -116,7 +138,7 @@ class Warehouse:
                 return self.ledger(c)
         if not self._has_table(conn, LEDGER):
             return []
-        rows = conn.exec_driver_sql(
+        rows = self.dialect.run(conn, 
             f"SELECT seq, batch_id, kind, plan, position, stats, validated_at, published_at FROM {q(LEDGER)} ORDER BY seq"
         ).fetchall()
         return [LedgerRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5] or "{}"), _stamp(r[6]), _stamp(r[7])) for r in rows]
@@ -129,7 +151,7 @@ class Warehouse:
         with self.engine.begin() as conn:
             row = None
             if self._has_table(conn, LEDGER):
-                row = conn.exec_driver_sql(
+                row = self.dialect.run(conn, 
                     f"SELECT seq, validated_at, published_at FROM {q(LEDGER)} WHERE batch_id = {lit(batch)} "
                     f"AND kind = 'batch' ORDER BY seq DESC"
                 ).first()
@@ -141,7 +163,7 @@ class Warehouse:
             if row[1] is None:
                 raise WarehouseError(f"publish {batch}: batch {batch} has not passed validation (validated_at is empty); "
                                      f"run nightshift validate --batch {batch} and fix what it reports first")
-            stamp = conn.exec_driver_sql(
+            stamp = self.dialect.run(conn, 
                 f"UPDATE {q(LEDGER)} SET published_at = CURRENT_TIMESTAMP WHERE seq = {int(row[0])} RETURNING published_at"
             ).scalar()
         return _stamp(stamp), True
@@ -156,12 +178,18 @@ class Warehouse:
 
     def _append_ledger(self, conn, batch: str, kind: str, plan: Plan, position: str, stats: dict) -> None:
         self._ensure_ledger(conn)
-        seq = conn.exec_driver_sql(f"SELECT COALESCE(MAX(seq), 0) + 1 FROM {q(LEDGER)}").scalar()
-        conn.exec_driver_sql(
+        seq = self.dialect.run(conn, f"SELECT COALESCE(MAX(seq), 0) + 1 FROM {q(LEDGER)}").scalar()
+        self.dialect.run(conn, 
             f"INSERT INTO {q(LEDGER)} (seq, batch_id, kind, plan, position, applied_at, stats) "
             f"VALUES ({int(seq)}, {lit(batch)}, {lit(kind)}, {lit(plan.fingerprint)}, {lit(position)}, "
             f"CURRENT_TIMESTAMP, {lit(json.dumps(stats, default=str))})"
         )
+
+    def layer_diff(self, plan: Plan, ledger: list[LedgerRow] | None = None) -> LayerDiff:
+        """The compiled plan against the summary layer the ledger says is built (lattice/layer.py)."""
+        ledger = self.ledger() if ledger is None else ledger
+        built = next((r.stats.get(LEDGER_KEY) for r in reversed(ledger) if r.kind in ("materialize", "apply")), None)
+        return diff(built, plan)
 
     def _has_table(self, conn, name: str) -> bool:
         return sa.inspect(conn).has_table(name)
@@ -183,20 +211,62 @@ class Warehouse:
         return self.sql_name(view, name)
 
     def materialize(self, plan: Plan, parquet_dirs: dict[str, Path], position: str, stats: dict) -> None:
-        """Replace every summary table by freshly computed contents, in one transaction."""
+        """Replace every summary table by freshly computed contents, in one transaction. A recompute
+        view is created with the column types its result has (stats[view]["columns"]); without them
+        (an empty project: nothing computed yet) its table waits for the first refresh."""
         d = self.dialect
         with self.engine.begin() as conn:
             d.lock(conn)
             for view in plan.views:
-                conn.exec_driver_sql(f"DROP VIEW IF EXISTS {d.serving(view)}")
-                conn.exec_driver_sql(f"DROP TABLE IF EXISTS {d.table(view)}")
-                for ddl in d.summary_ddl(view):
-                    conn.exec_driver_sql(ddl)
+                self.dialect.run(conn, f"DROP VIEW IF EXISTS {d.serving(view)}")
+                self.dialect.run(conn, f"DROP TABLE IF EXISTS {d.table(view)}")
+                columns = tuple(tuple(c) for c in (stats.get(view.name) or {}).get("columns") or ())
+                if not view.incremental and not columns:
+                    continue
+                self._create(conn, view, columns)
                 files = sorted(parquet_dirs[view.name].glob("*.parquet"))
                 if files:
-                    d.load_parquet(conn, view, files)
-                conn.exec_driver_sql(d.serving_view_sql(view))
-            self._append_ledger(conn, f"materialize@{position or 'empty'}", "materialize", plan, position, stats)
+                    d.load_parquet(conn, view, files, columns=columns)
+            self._append_ledger(conn, f"materialize@{position or 'empty'}", "materialize", plan, position,
+                                {**stats, LEDGER_KEY: describe(plan)})
+
+    def apply_layer(self, plan: Plan, change: LayerDiff, parquet_dirs: dict[str, Path], position: str, stats: dict,
+                    progress: Callable[[str], None] = lambda _: None) -> None:
+        """nightshift apply: in ONE transaction, drop the dropped views (serving view and storage), replace
+        the added and changed ones by their freshly computed contents (`parquet_dirs`), leave every other
+        summary table untouched, and record the new plan and layer in the ledger."""
+        d = self.dialect
+        with self.engine.begin() as conn:
+            d.lock(conn)
+            ledger = self.ledger(conn)
+            if ledger and ledger[-1].position != position:
+                raise WarehouseError(f"apply: the summary tables moved to {ledger[-1].position or 'empty'} while the views "
+                                     f"were computed at {position or 'empty'}; rerun nightshift apply")
+            for name in change.dropped:
+                gone = _dropped_view(name, change.built.get(name) or {})
+                d.run(conn, f"DROP VIEW IF EXISTS {d.serving(gone)}")
+                d.run(conn, f"DROP TABLE IF EXISTS {d.table(gone)}")
+                progress(f"apply: dropped {name}")
+            checkpoint("apply:after_drop")
+            for name in change.rebuild:
+                view = plan.view(name)
+                d.run(conn, f"DROP VIEW IF EXISTS {d.serving(view)}")
+                d.run(conn, f"DROP TABLE IF EXISTS {d.table(view)}")
+                columns = tuple(tuple(c) for c in (stats.get(view.name) or {}).get("columns") or ())
+                if view.incremental or columns:
+                    self._create(conn, view, columns)
+                    files = sorted(parquet_dirs[view.name].glob("*.parquet"))
+                    if files:
+                        d.load_parquet(conn, view, files, columns=columns)
+                progress(f"apply: built {name}")
+                checkpoint(f"apply:after_view:{name}")
+            self._append_ledger(conn, f"apply@{position or 'empty'}", "apply", plan, position,
+                                {**stats, LEDGER_KEY: describe(plan)})
+
+    def _create(self, conn, view: View, columns: tuple[tuple[str, str], ...] = ()) -> None:
+        for ddl in self.dialect.summary_ddl(view, columns):
+            self.dialect.run(conn, ddl)
+        self.dialect.run(conn, self.dialect.serving_view_sql(view))
 
     def summary_tables_exist(self, plan: Plan) -> bool:
         with self.engine.connect() as conn:
@@ -207,7 +277,7 @@ class Warehouse:
         self,
         plan: Plan,
         batch: str,
-        deltas: dict[str, tuple[list[Path], str]],
+        deltas: dict[str, StagedDelta],
         expected_position: str,
         progress: Callable[[str], None] = lambda _: None,
         hints: RefreshHints = RefreshHints(),
@@ -226,10 +296,7 @@ class Warehouse:
             if here is None:
                 raise WarehouseError(f"refresh {batch}: the warehouse has no summary tables yet; run nightshift materialize")
             if here.plan != plan.fingerprint:
-                raise PlanChanged(
-                    f"refresh {batch}: sql/schema.sql or sql/summaries changed since the summary tables were built "
-                    f"(plan {here.plan} -> {plan.fingerprint}); run nightshift materialize"
-                )
+                raise PlanChanged(f"refresh {batch}: " + changed_message(self.layer_diff(plan, ledger), here.plan, plan.fingerprint))
             if here.position != expected_position:
                 raise WarehouseError(
                     f"refresh {batch}: the summary-deltas were computed against base state {expected_position or 'empty'} "
@@ -238,8 +305,12 @@ class Warehouse:
             stats = {}
             for i, view in enumerate(plan.views, 1):
                 t1 = time.perf_counter()
-                files, prefix = deltas[view.name]
-                stats[view.name] = self._refresh_view(conn, view, files, prefix, batch, hints)
+                delta = deltas[view.name]
+                if delta.mode == "recompute":
+                    stats[view.name] = self._replace(conn, view, delta)
+                else:
+                    stats[view.name] = self._refresh_view(conn, view, delta.files, delta.prefix, batch, hints)
+                stats[view.name].update(mode=delta.mode, mode_why=delta.reason)  # the night's choice (ledger, status)
                 stats[view.name]["seconds"] = round(time.perf_counter() - t1, 3)
                 progress(
                     f"refresh {batch}: [{i}/{len(plan.views)}] {view.name}: +{stats[view.name]['inserted']} "
@@ -251,6 +322,21 @@ class Warehouse:
             self._append_ledger(conn, batch, "batch", plan, batch, stats)
             checkpoint("refresh:before_commit")
         return stats
+
+    def _replace(self, conn, view: View, delta: "StagedDelta") -> dict:
+        """The recompute mode: the table's whole contents replaced by tonight's (DELETE, not TRUNCATE:
+        PostgreSQL readers keep reading the night before until the commit). A recompute view's table
+        is created at its first night when the project started empty."""
+        d = self.dialect
+        if not self._has_table(conn, self.storage_name(view)):
+            self._create(conn, view, delta.columns)
+        deleted = int(self.dialect.run(conn, f"SELECT COUNT(*) FROM {d.table(view)}").scalar())
+        self.dialect.run(conn, f"DELETE FROM {d.table(view)}")
+        if delta.files:
+            d.load_parquet(conn, view, delta.files, delta.prefix, delta.columns)
+        inserted = int(self.dialect.run(conn, f"SELECT COUNT(*) FROM {d.table(view)}").scalar())
+        return {"delta_rows": inserted, "inserted": inserted, "updated": 0, "deleted": deleted, "path": "recompute",
+                "why": delta.reason}
 
     def _refresh_view(self, conn, view: View, files: list[Path], prefix: str, batch: str, hints: RefreshHints) -> dict:
         if not files:
@@ -301,9 +387,10 @@ class Warehouse:
             return "new_keys", "declared in [refresh] new_keys; verified: no delta group is in the summary table", positive
         if declared:
             return "new_keys", "declared in [refresh] new_keys; checked by the unique index", positive
-        if hints.insert_only and not d.min_key_check and rows == positive:
+        insert_only = view.name in hints.insert_only
+        if insert_only and not d.min_key_check and rows == positive and view.keys:  # a grand total has no index
             return "new_keys", "insert-only night: tried as new keys first (the unique index checks every insert)", positive
-        if hints.insert_only:
+        if insert_only:
             return "insert_only", "the batch deletes no rows", positive
         return "merge", "the batch deletes rows", positive
 
@@ -318,7 +405,7 @@ class Warehouse:
         cols = ", ".join(self.dialect.col(view, o.name) for o in view.outputs)
         with self.engine.connect() as conn:
             sql = f"SELECT {cols} FROM {self.dialect.serving(view)}"
-            return [tuple(r) for r in conn.exec_driver_sql(sql).fetchall()]
+            return [tuple(r) for r in self.dialect.run(conn, sql).fetchall()]
 
 
 def _resolve(url: str, root: Path) -> str:

@@ -62,7 +62,7 @@ class Statistics:
         distinct: dict[str | tuple[str, ...], int] | None = None,
         change_distinct: dict[str | tuple[str, ...], int] | None = None,
     ) -> "Statistics":
-        """Build from dicts; attributes are written "table.column", combinations as tuples of them."""
+        """Build from dicts; attributes are ColumnRefs or "table.column", combinations tuples of them."""
         return Statistics(
             table_rows=tuple(sorted((table_rows or {}).items())),
             change_rows=tuple(sorted((change_rows or {}).items())),
@@ -82,10 +82,12 @@ def _lookup(pairs: tuple[tuple[str, int], ...], table: str) -> int | None:
 
 
 def _combos(spec: dict | None) -> tuple[tuple[frozenset[ColumnRef], int], ...]:
+    """Attribute combinations -> counts; an attribute is a ColumnRef or "table.column", a combination
+    one of them or a tuple of them."""
     out = []
     for attrs, n in (spec or {}).items():
-        names = (attrs,) if isinstance(attrs, str) else attrs
-        refs = frozenset(ColumnRef(*a.split(".", 1)) for a in names)
+        names = (attrs,) if isinstance(attrs, (str, ColumnRef)) else attrs
+        refs = frozenset(a if isinstance(a, ColumnRef) else ColumnRef(*a.split(".", 1)) for a in names)
         out.append((refs, int(n)))
     return tuple(sorted(out, key=lambda p: sorted((r.table, r.column) for r in p[0])))
 
@@ -172,14 +174,19 @@ class _Estimator:
         for r in sorted(attrs, key=lambda r: (r.table, r.column)):
             n, basis = self.attribute_distinct(r, node)
             product *= n
-            parts.append(f"{r.table}.{r.column}≈{n} {basis}")
-        cap = self.table_rows(node.fact)[0]
+            parts.append(f"{r.label}≈{n} {basis}")
+        cap = self.table_rows(node.fact)[0] + self.change_rows(node.fact)[0]  # the fact rows after the batch, at most
         return max(1, min(product, cap)), f"product of {', '.join(parts)}, at most {cap}"
 
     def attribute_distinct(self, ref: ColumnRef, node: LatticeNode) -> tuple[int, str]:
         given = self._given(self.stats.distinct, frozenset({ref}), node)
         if given is not None:
             return given, "(statistics)"
+        if ref.is_expression:  # a computed key groups the values of its columns: a level above them
+            product = 1
+            for c in d.attribute_columns(ref):
+                product *= self.attribute_distinct(c, node)[0]
+            return max(1, product // DEFAULT_LEVEL_FANOUT), "(default: a level above the columns it reads)"
         schema = self.plan.schema
         table = schema.table(ref.table)
         if table.name == node.fact:
@@ -198,7 +205,7 @@ class _Estimator:
 
 
 def _names(attrs) -> str:
-    return "(" + ", ".join(f"{r.table}.{r.column}" for r in sorted(attrs, key=lambda r: (r.table, r.column))) + ")"
+    return "(" + ", ".join(r.label for r in sorted(attrs, key=lambda r: (r.table, r.column))) + ")"
 
 
 # ------------------------------------------------------------------ the pass

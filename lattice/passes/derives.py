@@ -30,6 +30,7 @@ from sqlglot import exp
 from lattice.errors import ConfigError
 from lattice.graph import mark_cover
 from lattice.ir import (
+    EXPRESSION,
     AggregateSource,
     AttributeSource,
     ColumnRef,
@@ -85,6 +86,7 @@ def changes_node(schema: Schema, fact: str) -> LatticeNode:
         joins=(),
         keys=keys,
         stored=(StoredAggregate("count_star", SIGN, None, "INTEGER"),),
+        after=table.view,
     )
 
 
@@ -92,7 +94,7 @@ def lattice_points(lattice: Lattice, plan: Plan) -> Lattice:
     """The declared views and the change set of each fact table, before any edge is known (the
     first pass: `lattice` is the empty Lattice)."""
     nodes = [changes_node(plan.schema, f) for f in plan.fact_tables]
-    nodes += [node_of_view(v) for v in plan.views]
+    nodes += [node_of_view(v) for v in plan.incremental_views]
     return Lattice(nodes=tuple(nodes))
 
 
@@ -159,6 +161,11 @@ def columns_of(sql: str) -> tuple[ColumnRef, ...]:
     """The qualified columns of an argument or filter expression (IR text: "table"."column")."""
     tree = sqlglot.parse_one(sql)
     return tuple(dict.fromkeys(ColumnRef(c.table, c.name) for c in tree.find_all(exp.Column)))
+
+
+def attribute_columns(ref: ColumnRef) -> tuple[ColumnRef, ...]:
+    """The base-table columns an attribute reads: itself, or those of a computed expression."""
+    return columns_of(ref.sql) if ref.is_expression else (ref,)
 
 
 def join_tree(*nodes: LatticeNode) -> dict[str, Join]:
@@ -236,6 +243,9 @@ class Resolver:
         src = self.from_upper(ref)
         if src is not None:
             return src
+        if ref.is_expression:  # computed on the edge from the columns it reads (year(date) from date)
+            parts = [self.obtain(c) for c in columns_of(ref.sql)]
+            return AttributeSource(ref, EXPRESSION, ref.column) if all(parts) else None
         if canonical(ref, self.tree).table == self.lower.fact:
             return None  # a fact column the upper does not group by
         if self.key_join(ref.table) or self.dependency_join(ref.table, ref.column):
@@ -342,10 +352,13 @@ def derives(
         src = attributes.get(ref) or r.obtain(ref)
         if src is None:
             return (
-                f"{what} {ref.table}.{ref.column} of {lower.name} is not determined by the group-by attributes "
+                f"{what} {ref.label} of {lower.name} is not determined by the group-by attributes "
                 f"of {upper.name} ({upper_keys})"
             )
         attributes[ref] = src
+        if src.relation == EXPRESSION:  # the columns it is computed from, read along the edge
+            for c in columns_of(ref.sql):
+                attributes.setdefault(c, r.obtain(c))
         return None
 
     for k in lower.keys:

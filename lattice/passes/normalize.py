@@ -7,9 +7,13 @@ when it reaches 0). Equal argument expressions share their stored columns.
 
 from __future__ import annotations
 
+import sqlglot
+from sqlglot import exp
+
 from lattice import types
 from lattice.ir import Argument, Output, StoredAggregate, View
-from lattice.passes.parse_views import ParsedView
+from lattice.passes.parse_views import HAVING_AGGREGATE, ParsedView
+from lattice.sql import ident as q
 
 COUNT_STAR = "_ns_count"
 
@@ -32,7 +36,7 @@ def normalize(parsed: ParsedView) -> View:
             needed[key] = StoredAggregate(kind, f"_ns_{'cnt' if kind == 'count' else kind}_{arg.index}", arg.index, t)
         return needed[key]
 
-    outputs: dict[str, Output] = {}
+    outputs: dict[str, Output] = {}  # every aggregate, declared or read by HAVING alone
     for agg in parsed.aggregates:
         if agg.arg_sql is None:
             outputs[agg.output] = Output(agg.output, "count_star", COUNT_STAR)
@@ -48,8 +52,11 @@ def normalize(parsed: ParsedView) -> View:
     for key in parsed.keys:
         if key.declared:
             outputs[key.name] = Output(key.name, "key", key.name)
-    ordered = tuple(outputs[name] for name in parsed.order)
+    for name, key in parsed.key_aliases:
+        outputs[name] = Output(name, "key", key)
+    ordered = tuple(outputs[name] for name in parsed.order)  # the declared ones, in select order
     stored = tuple(sorted(needed.values(), key=_stored_order))
+    having = _having(parsed.having, outputs) if parsed.having else None
     return View(
         name=parsed.name,
         file=parsed.file,
@@ -63,7 +70,27 @@ def normalize(parsed: ParsedView) -> View:
         stored=stored,
         outputs=ordered,
         quoted=parsed.quoted,
+        having=having,
     )
+
+
+def served(o: Output) -> str:
+    """A declared output as neutral SQL over the storage table's columns (AVG as SUM/COUNT, NULL at 0)."""
+    if o.kind == "avg":
+        return (f"CASE WHEN {q(o.count_column)} = 0 THEN NULL "
+                f"ELSE CAST({q(o.source)} AS DOUBLE) / {q(o.count_column)} END")
+    return q(o.source)
+
+
+def _having(having: str, outputs: dict[str, Output]) -> str:
+    """HAVING over the storage table's columns: each __ns_agg__<output> becomes that output's served
+    expression (a hidden aggregate of HAVING alone included), a key name stays its column."""
+    def swap(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Column) and node.name.startswith(HAVING_AGGREGATE):
+            return sqlglot.parse_one(f"({served(outputs[node.name[len(HAVING_AGGREGATE):]])})")
+        return node
+
+    return sqlglot.parse_one(having).transform(swap).sql()
 
 
 def _stored_order(s: StoredAggregate) -> tuple[int, int]:

@@ -47,9 +47,8 @@ def essentials_of(node: LatticeNode, lattice: Lattice, plan: Plan) -> Essentials
     if node.kind == "changes":
         return Essentials(node.name, node.tables, tuple(k.ref for k in node.keys), tuple(s.column for s in node.stored))
     tree = d.join_tree(node)
-    attributes = tuple(
-        k.ref for k in node.keys if k.name not in hidden and d.canonical(k.ref, tree).table != node.fact
-    )
+    columns = [c for k in node.keys if k.name not in hidden for c in d.attribute_columns(k.ref)]
+    attributes = tuple(dict.fromkeys(c for c in columns if d.canonical(c, tree).table != node.fact))
     used = {r.table for r in attributes}
     used |= {r.table for a in node.arguments for r in d.columns_of(a.sql) if _argument_kept(node, a.index, hidden)}
     used |= {r.table for r in d.columns_of(node.where)} if node.where else set()

@@ -1,9 +1,12 @@
-"""Pass 2: sql/summaries/<name>.sql -> View (tables, FK join tree, filter, group-by keys, aggregates).
+"""Pass 2: sql/summaries/<name>.sql -> ParsedView, for the views the delta mode keeps (paper 001, 4).
 
-Only what the summary-delta method (paper 001, Section 4) maintains is accepted: one fact table
-joined to dimensions through foreign-key equi-joins, a conjunctive WHERE filter, plain group-by
-columns, and COUNT/SUM/AVG/MIN/MAX over scalar expressions. Everything else is refused with an
-UnsupportedView that names the file, the view and the construct.
+The delta mode covers one fact table joined to dimensions through foreign-key equi-joins, a
+conjunctive WHERE filter, group keys that are columns or any deterministic scalar expression of the
+joined row (EXTRACT(YEAR FROM date), CASE buckets, ...), no GROUP BY at all (a grand total: one
+row), COUNT/SUM/AVG/MIN/MAX over scalar expressions, and HAVING over those aggregates (every group is
+stored; the serving view applies the condition). Valid SQL outside that class raises NotIncremental,
+whose message (naming file, view and construct) becomes the reason the view is kept by recompute
+(lattice/passes/recompute.py). What is not valid at all raises UnsupportedView or UnknownReference.
 """
 
 from __future__ import annotations
@@ -15,20 +18,23 @@ from sqlglot import exp
 from sqlglot.optimizer.annotate_types import annotate_types
 
 from lattice import types
-from lattice.errors import UnknownReference, UnsupportedView
-from lattice.ir import ColumnRef, GroupKey, Join, Schema, Table
+from lattice.errors import NotIncremental, UnknownReference, UnsupportedView
+from lattice.ir import EXPRESSION, ColumnRef, GroupKey, Join, Schema, Table
+from lattice.passes.functions import nondeterministic
 
 AGGREGATES = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max"}
+HAVING_AGGREGATE = "__ns_agg__"  # HAVING's aggregates become columns named __ns_agg__<output> (normalize maps them)
 
 
 @dataclass(frozen=True)
 class ParsedAggregate:
-    """A select-list aggregate before normalization: func over qualified argument SQL (None = *)."""
+    """A select-list (or HAVING) aggregate before normalization: func over qualified argument SQL (None = *)."""
 
     output: str
     func: str  # count | sum | avg | min | max
     arg_sql: str | None
     arg_type: str | None
+    declared: bool = True  # False: only HAVING reads it (a hidden stored aggregate)
 
 
 @dataclass(frozen=True)
@@ -44,70 +50,88 @@ class ParsedView:
     aggregates: tuple[ParsedAggregate, ...]
     order: tuple[str, ...]  # declared output names in select order
     quoted: tuple[str, ...] = ()  # view/column names written "quoted" (case-sensitive in PostgreSQL)
+    having: str | None = None  # neutral SQL over key names and __ns_agg__<output> columns
+    key_aliases: tuple[tuple[str, str], ...] = ()  # (output, key name): a group key selected a second time
 
 
-def parse_view(text: str, file: str, schema: Schema) -> ParsedView:
-    return _ViewParser(text, file, schema).parse()
+@dataclass(frozen=True)
+class ViewStatement:
+    """The one CREATE VIEW name [(columns)] AS <query> of a view file."""
+
+    name: str
+    file: str
+    columns: tuple[str, ...]  # the column list, if written
+    query: exp.Expression
+    quoted: tuple[str, ...]  # the view name and column-list names written "quoted"
+
+
+def read_view(text: str, file: str) -> ViewStatement:
+    """Parse a view file: exactly one CREATE VIEW statement (anything else is refused)."""
+    try:
+        statements = [s for s in sqlglot.parse(text) if s is not None]
+    except sqlglot.errors.ParseError as e:
+        raise UnsupportedView(f"{file}: cannot parse SQL: {str(e).splitlines()[0]}") from None
+    if len(statements) != 1 or not isinstance(statements[0], exp.Create) or statements[0].kind != "VIEW":
+        names = [s.this.this.name if isinstance(s.this, exp.Schema) else s.this.name
+                 for s in statements if isinstance(s, exp.Create) and s.this is not None]
+        found = f" (found {len(statements)} statements: {', '.join(names)})" if names else ""
+        raise UnsupportedView(f"{file}: expected exactly one CREATE VIEW name AS SELECT ... statement{found}")
+    create = statements[0]
+    target, columns, quoted = create.this, [], set()
+    if isinstance(target, exp.Schema):
+        columns = [i.name for i in target.expressions]
+        quoted |= {i.name for i in target.expressions if isinstance(i, exp.Identifier) and i.quoted}
+        target = target.this
+    ident = target.args.get("this")
+    if isinstance(ident, exp.Identifier) and ident.quoted:
+        quoted.add(ident.name)
+    return ViewStatement(target.name, file, tuple(columns), create.expression, tuple(sorted(quoted)))
+
+
+def parse_view(statement: ViewStatement, schema: Schema, views: frozenset[str] = frozenset()) -> ParsedView:
+    """`views`: the lower-case names of every summary view of the project (a view may read another)."""
+    return _ViewParser(statement, schema, views).parse()
 
 
 class _ViewParser:
-    def __init__(self, text: str, file: str, schema: Schema):
-        self.text, self.file, self.schema = text, file, schema
-        self.name = "?"
+    def __init__(self, statement: ViewStatement, schema: Schema, views: frozenset[str]):
+        self.statement, self.schema, self.views = statement, schema, views
+        self.file, self.name = statement.file, statement.name
         self.aliases: dict[str, Table] = {}  # lower alias -> table
-        self.quoted: set[str] = set()  # names written "quoted": PostgreSQL keeps their case
+        self.quoted: set[str] = set(statement.quoted)  # names written "quoted": PostgreSQL keeps their case
 
     # ------------------------------------------------------------ errors
-    def unsupported(self, construct: str) -> UnsupportedView:
-        return UnsupportedView(f"{self.file}: view {self.name}: unsupported {construct}")
+    def not_incremental(self, construct: str) -> NotIncremental:
+        return NotIncremental(f"{self.file}: view {self.name}: {construct}")
+
+    def invalid(self, what: str) -> UnsupportedView:
+        return UnsupportedView(f"{self.file}: view {self.name}: {what}")
 
     def unknown(self, what: str) -> UnknownReference:
         return UnknownReference(f"{self.file}: view {self.name}: {what}")
 
     # ------------------------------------------------------------ top level
     def parse(self) -> ParsedView:
-        try:
-            statements = [s for s in sqlglot.parse(self.text) if s is not None]
-        except sqlglot.errors.ParseError as e:
-            raise UnsupportedView(f"{self.file}: cannot parse SQL: {str(e).splitlines()[0]}") from None
-        if len(statements) != 1 or not isinstance(statements[0], exp.Create) or statements[0].kind != "VIEW":
-            names = [s.this.this.name if isinstance(s.this, exp.Schema) else s.this.name
-                     for s in statements if isinstance(s, exp.Create) and s.this is not None]
-            found = f" (found {len(statements)} statements: {', '.join(names)})" if names else ""
-            raise UnsupportedView(f"{self.file}: expected exactly one CREATE VIEW name AS SELECT ... statement{found}")
-        create = statements[0]
-        target = create.this
-        column_list: list[str] = []
-        if isinstance(target, exp.Schema):
-            column_list = [i.name for i in target.expressions]
-            self._note_quoted(*target.expressions)
-            target = target.this
-        self.name = target.name
-        self._note_quoted(target.args.get("this"))
-        select = create.expression
+        select = self.statement.query
+        if isinstance(select, (exp.Union, exp.Intersect, exp.Except)):
+            raise self.not_incremental(f"set operation ({type(select).__name__.upper()})")
         if not isinstance(select, exp.Select):
-            raise self.unsupported(f"query ({type(select).__name__.upper()}); only SELECT ... GROUP BY is maintained")
+            raise self.not_incremental(f"query ({type(select).__name__.upper()}) that is not a SELECT")
         self._refuse_constructs(select)
         self._collect_tables(select)
         joins, filters = self._joins_and_filters(select)
         fact, ordered, joins = self._join_tree(joins)
-        keys_by_col, order, aggs = self._select_list(select, column_list)
-        keys = self._group_keys(select, keys_by_col)
-        where = None
-        if filters:
-            where = " AND ".join(f"({f})" for f in filters)
+        group = self._group_by(select)
+        if not group and not select.find(exp.AggFunc):
+            raise self.not_incremental("a projection without aggregates or GROUP BY (nothing to summarize)")
+        keys_by_ref, order, aggs, aliases = self._select_list(select, group)
+        keys = self._group_keys(group, keys_by_ref)
+        having = self._having(select, keys, aggs)
+        where = " AND ".join(f"({f})" for f in filters) if filters else None
         return ParsedView(
-            name=self.name,
-            file=self.file,
-            sql=select.sql(),
-            fact=fact,
-            tables=ordered,
-            joins=joins,
-            where=where,
-            keys=keys,
-            aggregates=tuple(aggs),
-            order=tuple(order),
-            quoted=tuple(sorted(self.quoted)),
+            name=self.name, file=self.file, sql=select.sql(), fact=fact, tables=ordered, joins=joins, where=where,
+            keys=keys, aggregates=tuple(aggs), order=tuple(order), quoted=tuple(sorted(self.quoted)), having=having,
+            key_aliases=tuple(aliases),
         )
 
     def _note_quoted(self, *nodes) -> None:
@@ -118,47 +142,50 @@ class _ViewParser:
 
     def _refuse_constructs(self, select: exp.Select) -> None:
         if select.args.get("distinct"):
-            raise self.unsupported("SELECT DISTINCT")
-        if select.args.get("having"):
-            raise self.unsupported("HAVING")
-        for key, label in (("order", "ORDER BY"), ("limit", "LIMIT"), ("offset", "OFFSET"), ("with_", "WITH"), ("with", "WITH")):
+            raise self.not_incremental("SELECT DISTINCT")
+        for key, label in (("limit", "LIMIT"), ("offset", "OFFSET"), ("with_", "WITH"), ("with", "WITH")):
             if select.args.get(key):
-                raise self.unsupported(label)
+                raise self.not_incremental(label)
         if select.find(exp.Window):
-            raise self.unsupported("window function (OVER)")
+            raise self.not_incremental("window function (OVER)")
         for sub in select.find_all(exp.Subquery, exp.Exists, exp.In):
             if isinstance(sub, exp.In) and not sub.args.get("query"):
                 continue
-            raise self.unsupported("subquery")
+            raise self.not_incremental("subquery")
         if select.find(exp.Union, exp.Intersect, exp.Except):
-            raise self.unsupported("set operation")
-        if not select.args.get("group"):
-            raise self.unsupported("view without GROUP BY (a summary table aggregates: add GROUP BY)")
+            raise self.not_incremental("set operation")
+        random = nondeterministic(select)
+        if random:
+            raise self.not_incremental(f"{random} is not deterministic (each night's value differs)")
 
     def _collect_tables(self, select: exp.Select) -> None:
         sources = [select.args["from_"].this] if select.args.get("from_") else []
         for j in select.args.get("joins") or []:
             sources.append(j.this)
+        if not sources:
+            raise self.not_incremental("no FROM table")
         for src in sources:
             if not isinstance(src, exp.Table):
-                raise self.unsupported("subquery in FROM")
+                raise self.not_incremental("subquery in FROM")
             table = self.schema.table(src.name)
             if table is None:
+                if src.name.lower() in self.views:
+                    raise self.not_incremental(f"reads the summary view {src.name}, which is kept by recompute")
                 raise self.unknown(f"unknown table {src.name} (not declared in {self.schema.file})")
             alias = (src.alias or src.name).lower()
             if alias in self.aliases:
-                raise self.unsupported(f"self-join or repeated table {src.name}")
+                raise self.not_incremental(f"self-join or repeated table {src.name}")
             self.aliases[alias] = table
 
     # ------------------------------------------------------------ joins and filters
-    def _joins_and_filters(self, select: exp.Select) -> tuple[list[Join], list[str]]:
+    def _joins_and_filters(self, select: exp.Select) -> tuple[list, list[str]]:
         conjuncts: list[exp.Expression] = []
         for j in select.args.get("joins") or []:
             side, kind = (j.side or "").upper(), (j.kind or "").upper()
             if side in ("LEFT", "RIGHT", "FULL") or kind in ("OUTER", "CROSS", "SEMI", "ANTI"):
-                raise self.unsupported(f"{side or kind} JOIN (only inner foreign-key joins are maintained)")
+                raise self.not_incremental(f"{side or kind} JOIN (only inner foreign-key joins are incremental)")
             if j.args.get("using"):
-                raise self.unsupported("JOIN ... USING (write JOIN ... ON fact.fk = dim.key)")
+                raise self.not_incremental("JOIN ... USING (write JOIN ... ON fact.fk = dim.key to keep it incremental)")
             if j.args.get("on"):
                 conjuncts.extend(_conjuncts(j.args["on"]))
         if select.args.get("where"):
@@ -170,7 +197,7 @@ class _ViewParser:
                 joins.append(join)
             else:
                 if c.find(exp.AggFunc):
-                    raise self.unsupported("aggregate in WHERE")
+                    raise self.invalid("aggregate in WHERE (use HAVING)")
                 filters.append(self._qualify(c).sql())
         return joins, filters
 
@@ -188,9 +215,9 @@ class _ViewParser:
         for a, b in pairs:
             edge = self._fk_direction(a, b)
             if edge is None:
-                raise self.unsupported(
+                raise self.not_incremental(
                     f"join {a.table}.{a.column} = {b.table}.{b.column}: not a declared FOREIGN KEY "
-                    f"(declare it in {self.schema.file}; only foreign-key equi-joins are maintained)"
+                    f"(declare it in {self.schema.file} to keep the view incremental)"
                 )
             child, parent, ccol, pcol = edge
             by_edge.setdefault((child, parent), []).append((ccol, pcol))
@@ -203,13 +230,10 @@ class _ViewParser:
         roots = [t for t in tables if t not in parents]
         if len(roots) != 1:
             if len(tables) > 1 and len(joins) < len(tables) - 1:
-                raise self.unsupported("cross product: every table must be joined to the fact through a foreign key")
-            raise self.unsupported("join shape: the tables must form a tree of foreign keys rooted at one fact table")
+                raise self.not_incremental("cross product: a table is not joined to the fact through a foreign key")
+            raise self.not_incremental("join shape: the tables do not form a tree of foreign keys rooted at one fact table")
         fact = roots[0]
-        seen = {fact}
-        order = [fact]
-        ordered_joins = []
-        frontier = [fact]
+        seen, order, ordered_joins, frontier = {fact}, [fact], [], [fact]
         while frontier:
             t = frontier.pop(0)
             for j in joins:
@@ -219,7 +243,7 @@ class _ViewParser:
                     ordered_joins.append(j)
                     frontier.append(j.parent)
         if len(order) != len(tables) or len(ordered_joins) != len(joins):
-            raise self.unsupported("join shape: the tables must form a tree of foreign keys rooted at one fact table")
+            raise self.not_incremental("join shape: the tables do not form a tree of foreign keys rooted at one fact table")
         return fact, tuple(order), tuple(ordered_joins)
 
     def _fk_direction(self, a: ColumnRef, b: ColumnRef):
@@ -239,87 +263,176 @@ class _ViewParser:
             want = {(c.lower(), p.lower()) for c, p in zip(fk.columns, fk.ref_columns)}
             if fk.ref_table.lower() == parent.lower() and want == got:
                 return fk
-        raise self.unsupported(f"join {child} -> {parent}: the ON/WHERE predicates do not equate the whole foreign key")
+        raise self.not_incremental(f"join {child} -> {parent}: the ON/WHERE predicates do not equate the whole foreign key")
 
-    # ------------------------------------------------------------ select list and group by
-    def _select_list(self, select: exp.Select, column_list: list[str]):
+    # ------------------------------------------------------------ GROUP BY
+    def _group_by(self, select: exp.Select) -> list[tuple[ColumnRef, exp.Expression]]:
+        """The GROUP BY items as attributes (a column, or a computed expression), in order, without
+        repeats; an alias or ordinal names the select item it refers to (SQL's resolution order:
+        a column of the FROM tables first, then a select alias)."""
+        group = select.args.get("group")
+        if not group:
+            return []
+        if group.args.get("grouping_sets") or group.args.get("cube") or group.args.get("rollup"):
+            raise self.not_incremental("GROUPING SETS / ROLLUP / CUBE")
+        items = [i.this if isinstance(i, exp.Alias) else i for i in select.expressions]
+        aliases = {i.alias.lower(): i.this for i in select.expressions if isinstance(i, exp.Alias)}
+        out: dict[ColumnRef, exp.Expression] = {}
+        for g in group.expressions:
+            if isinstance(g, exp.Literal) and g.is_int:
+                pos = int(g.this)
+                if not 1 <= pos <= len(items):
+                    raise self.invalid(f"GROUP BY {pos}: the select list has {len(items)} items")
+                g = items[pos - 1]
+            elif isinstance(g, exp.Column) and not g.table and not self._is_column(g.name) and g.name.lower() in aliases:
+                g = aliases[g.name.lower()]
+            if g.find(exp.AggFunc):
+                raise self.invalid(f"aggregate in GROUP BY ({g.sql()})")
+            ref = self._attribute(g)
+            out.setdefault(ref, g)
+            if isinstance(g, exp.Column):
+                self._note_quoted(g)
+        return list(out.items())
+
+    def _is_column(self, name: str) -> bool:
+        return any(t.column(name) is not None for t in self.aliases.values())
+
+    def _attribute(self, e: exp.Expression) -> ColumnRef:
+        """A column as itself; any other scalar expression as ColumnRef(EXPRESSION, its qualified SQL)."""
+        if isinstance(e, exp.Paren):
+            return self._attribute(e.this)
+        if isinstance(e, exp.Column):
+            return self._resolve(e)
+        if not e.find(exp.Column):
+            raise self.not_incremental(f"constant group key {e.sql()}")
+        return ColumnRef(EXPRESSION, self._qualify(e).sql())
+
+    # ------------------------------------------------------------ the select list
+    def _select_list(self, select: exp.Select, group: list[tuple[ColumnRef, exp.Expression]]):
+        column_list = self.statement.columns
         items = select.expressions
         if column_list and len(column_list) != len(items):
-            raise self.unsupported(
-                f"column list: CREATE VIEW names {len(column_list)} columns but the SELECT has {len(items)}"
-            )
-        keys_by_col: dict[ColumnRef, str] = {}
+            raise self.invalid(f"column list: CREATE VIEW names {len(column_list)} columns but the SELECT has {len(items)}")
+        grouped = {ref for ref, _ in group}
+        keys_by_ref: dict[ColumnRef, str] = {}
+        aliases: list[tuple[str, str]] = []  # (a second output name, the key's name)
         order: list[str] = []
         aggs: list[ParsedAggregate] = []
         for pos, item in enumerate(items):
             inner = item.this if isinstance(item, exp.Alias) else item
             if isinstance(inner, exp.Star):
-                raise self.unsupported("SELECT * (list the group-by columns and aggregates)")
+                raise self.not_incremental("SELECT * (list the group-by columns and aggregates)")
             name = column_list[pos] if column_list else (item.alias_or_name if isinstance(item, exp.Alias) else None)
             if not column_list:
                 self._note_quoted(item.args.get("alias") if isinstance(item, exp.Alias) else inner)
-            if isinstance(inner, exp.Column):
-                ref = self._resolve(inner)
-                out = name or ref.column
-                if ref in keys_by_col:
-                    raise self.unsupported(
-                        f"column {ref.table}.{ref.column} selected twice (as {keys_by_col[ref]} and {out}); select it once"
-                    )
-                keys_by_col[ref] = out
-                order.append(out)
-                continue
             agg_type = next((k for k in AGGREGATES if isinstance(inner, k)), None)
-            if agg_type is None:
-                if inner.find(exp.AggFunc):
-                    raise self.unsupported(f"expression over aggregates ({inner.sql()}); select each aggregate by itself")
-                raise self.unsupported(f"select item {inner.sql()}: only group-by columns and aggregates are maintained")
-            if not name:
-                raise self.unsupported(f"aggregate {inner.sql()} without a name (add AS <name>)")
-            aggs.append(self._aggregate(name, AGGREGATES[agg_type], inner))
-            order.append(name)
+            if agg_type is not None:
+                if not name:
+                    raise self.not_incremental(f"aggregate {inner.sql()} without a name (add AS <name>)")
+                aggs.append(self._aggregate(name, AGGREGATES[agg_type], inner))
+                order.append(name)
+                continue
+            if isinstance(inner, exp.AggFunc):
+                raise self.not_incremental(f"aggregate {_func_name(inner)} in {name or inner.sql()}")
+            if inner.find(exp.AggFunc):
+                raise self.not_incremental(f"expression over aggregates ({inner.sql()})")
+            ref = self._attribute(inner)
+            out = name or (ref.column if not ref.is_expression else None)
+            if out is None:
+                raise self.not_incremental(f"select item {inner.sql()} without a name (add AS <name>)")
+            if ref not in grouped:
+                if group and all(c in grouped for c in self._columns(inner)):
+                    raise self.not_incremental(f"select item {inner.sql()}: an expression over group keys that is not "
+                                               f"itself a group key (group by it to keep the view incremental)")
+                raise self.invalid(f"column {out} is selected but not in GROUP BY")
+            if ref in keys_by_ref:  # one group key, served under a second name too
+                aliases.append((out, keys_by_ref[ref]))
+            else:
+                keys_by_ref[ref] = out
+            order.append(out)
         lowered = [o.lower() for o in order]
         dup = next((o for o in order if lowered.count(o.lower()) > 1), None)
         if dup:
-            raise self.unsupported(f"duplicate output column {dup}")
-        return keys_by_col, order, aggs
+            raise self.invalid(f"duplicate output column {dup}")
+        return keys_by_ref, order, aggs, aliases
 
-    def _aggregate(self, output: str, func: str, node: exp.Expression) -> ParsedAggregate:
+    def _columns(self, e: exp.Expression) -> list[ColumnRef]:
+        return [self._resolve(c) for c in e.find_all(exp.Column)]
+
+    def _aggregate(self, output: str, func: str, node: exp.Expression, declared: bool = True) -> ParsedAggregate:
         arg = node.this
         if isinstance(arg, exp.Distinct) or node.args.get("distinct"):
-            raise self.unsupported(f"{func.upper()}(DISTINCT ...) in {output}")
+            raise self.not_incremental(f"{func.upper()}(DISTINCT ...) in {output} (a holistic aggregate)")
         if func == "count" and (arg is None or isinstance(arg, exp.Star)):
-            return ParsedAggregate(output, "count", None, None)
+            return ParsedAggregate(output, "count", None, None, declared)
         if arg is None or isinstance(arg, exp.Star):
-            raise self.unsupported(f"{func.upper()}(*) in {output}")
+            raise self.invalid(f"{func.upper()}(*) in {output}")
         if arg.find(exp.AggFunc):
-            raise self.unsupported(f"nested aggregate in {output}")
+            raise self.invalid(f"nested aggregate in {output}")
         if node.args.get("expressions"):
-            raise self.unsupported(f"multi-argument {func.upper()} in {output}")
+            raise self.not_incremental(f"multi-argument {func.upper()} in {output}")
         qualified = self._qualify(arg)
-        return ParsedAggregate(output, func, qualified.sql(), self._type_of(qualified, output))
+        return ParsedAggregate(output, func, qualified.sql(), self._type_of(qualified, f"argument of {output}"), declared)
 
-    def _group_keys(self, select: exp.Select, keys_by_col: dict[ColumnRef, str]) -> tuple[GroupKey, ...]:
+    def _group_keys(self, group: list[tuple[ColumnRef, exp.Expression]], keys_by_ref: dict[ColumnRef, str]):
         keys = []
-        grouped: set[ColumnRef] = set()
-        for g in select.args["group"].expressions:
-            if not isinstance(g, exp.Column):
-                raise self.unsupported(f"GROUP BY expression {g.sql()} (group by plain columns)")
-            ref = self._resolve(g)
-            if ref in grouped:
-                continue
-            if ref not in keys_by_col:
-                self._note_quoted(g)
-            grouped.add(ref)
-            col = self.schema.table(ref.table).column(ref.column)
-            declared = ref in keys_by_col
-            keys.append(GroupKey(keys_by_col.get(ref, ref.column), ref, col.type, declared))
-        for ref, out in keys_by_col.items():
-            if ref not in grouped:
-                raise self.unsupported(f"column {out} is selected but not in GROUP BY")
+        for n, (ref, node) in enumerate(group, 1):
+            declared = ref in keys_by_ref
+            if ref.is_expression:
+                name = keys_by_ref.get(ref) or f"_ns_key_{n}"
+                keys.append(GroupKey(name, ref, self._type_of(self._qualify(node), f"group key {node.sql()}"), declared))
+            else:
+                col = self.schema.table(ref.table).column(ref.column)
+                keys.append(GroupKey(keys_by_ref.get(ref, ref.column), ref, col.type, declared))
         names = [k.name.lower() for k in keys]
         if len(set(names)) != len(names):
-            raise self.unsupported("two group-by columns with the same name (alias one of them)")
+            raise self.invalid("two group-by columns with the same name (alias one of them)")
         return tuple(keys)
+
+    # ------------------------------------------------------------ HAVING
+    def _having(self, select: exp.Select, keys: tuple[GroupKey, ...], aggs: list[ParsedAggregate]) -> str | None:
+        """HAVING as an expression over the group keys (by their names) and aggregates (as
+        __ns_agg__<output> columns; an aggregate the select list does not have becomes a hidden one)."""
+        having = select.args.get("having")
+        if not having:
+            return None
+        by_ref = {k.ref: k.name for k in keys}
+        outputs = {(a.func, a.arg_sql): a.output for a in aggs}
+        aliases = {a.output.lower(): HAVING_AGGREGATE + a.output for a in aggs if a.declared}
+        aliases |= {k.name.lower(): k.name for k in keys if k.declared}
+
+        def rewrite(node: exp.Expression) -> exp.Expression:
+            kind = next((k for k in AGGREGATES if isinstance(node, k)), None)
+            if kind is not None:
+                parsed = self._aggregate(f"_ns_having_{len(aggs) + 1}", AGGREGATES[kind], node, declared=False)
+                name = outputs.get((parsed.func, parsed.arg_sql))
+                if name is None:
+                    aggs.append(parsed)
+                    name = outputs[(parsed.func, parsed.arg_sql)] = parsed.output
+                return exp.column(HAVING_AGGREGATE + name, quoted=True)
+            if isinstance(node, exp.AggFunc):
+                raise self.not_incremental(f"HAVING with aggregate {_func_name(node)}")
+            if isinstance(node, exp.Column):
+                if not node.table and not self._is_column(node.name) and node.name.lower() in aliases:
+                    return exp.column(aliases[node.name.lower()], quoted=True)
+                ref = self._resolve(node)
+                if ref not in by_ref:
+                    raise self.invalid(f"HAVING reads {node.sql()}, which is neither grouped nor aggregated")
+                return exp.column(by_ref[ref], quoted=True)
+            if node.find(exp.Column) and not node.find(exp.AggFunc) and not isinstance(node, exp.Identifier):
+                ref = ColumnRef(EXPRESSION, self._qualify(node).sql()) if self._resolvable(node) else None
+                if ref in by_ref:  # a computed group key written out again
+                    return exp.column(by_ref[ref], quoted=True)
+            return node
+
+        return having.this.copy().transform(rewrite).sql()
+
+    def _resolvable(self, node: exp.Expression) -> bool:
+        try:
+            self._qualify(node)
+            return True
+        except UnsupportedView:
+            return False
 
     # ------------------------------------------------------------ columns
     def _resolve(self, col: exp.Column) -> ColumnRef:
@@ -336,9 +449,7 @@ class _ViewParser:
         if not hits:
             raise self.unknown(f"unknown column {name} (not in {', '.join(t.name for t in self.aliases.values())})")
         if len(hits) > 1:
-            raise UnsupportedView(
-                f"{self.file}: view {self.name}: ambiguous column {name} (in {', '.join(t.name for t, _ in hits)}); qualify it"
-            )
+            raise self.invalid(f"ambiguous column {name} (in {', '.join(t.name for t, _ in hits)}); qualify it")
         return ColumnRef(hits[0][0].name, hits[0][1].name)
 
     def _qualify(self, e: exp.Expression) -> exp.Expression:
@@ -350,7 +461,20 @@ class _ViewParser:
 
         return e.copy().transform(qualify)
 
-    def _type_of(self, qualified: exp.Expression, output: str) -> str:
+    def _fallback_type(self, e: exp.Expression) -> str | None:
+        """Result types sqlglot does not infer: text functions, and FLOOR/CEIL/ROUND of a column."""
+        if isinstance(e, _TEXT_FUNCTIONS):
+            return "VARCHAR"
+        if isinstance(e, (exp.Floor, exp.Ceil, exp.Round)) and isinstance(e.this, exp.Column):
+            t = self.schema.table(e.this.table).column(e.this.name).type
+            if types.family(t) == "decimal":
+                digits = e.args.get("decimals")
+                scale = int(digits.this) if isinstance(e, exp.Round) and isinstance(digits, exp.Literal) else 0
+                return f"DECIMAL(38,{max(0, scale)})"
+            return t if types.family(t) in ("integer", "float") else None
+        return None
+
+    def _type_of(self, qualified: exp.Expression, what: str) -> str:
         exact = _exact_numeric_type(qualified, self.schema)
         if exact is not None:
             return exact
@@ -359,16 +483,26 @@ class _ViewParser:
             query = exp.select(qualified.copy()).from_(exp.table_(next(iter(mapping)), quoted=True))
             for name in list(mapping)[1:]:
                 query = query.join(exp.table_(name, quoted=True))
-            annotated = annotate_types(query, schema=mapping)
+            annotated = annotate_types(query, schema=mapping, dialect="duckdb")
             t = types.from_datatype(annotated.expressions[0].type)
-        except Exception:  # sqlglot cannot type it: keep it exact-agnostic
+        except Exception:  # sqlglot cannot type it
             t = None
         if t is None:
-            raise self.unsupported(f"argument of {output}: cannot determine the type of {qualified.sql()}")
+            t = self._fallback_type(qualified)
+        if t is None:
+            raise self.not_incremental(f"{what}: cannot determine the type of {qualified.sql()}")
         if t.startswith("DECIMAL"):
             scale = _decimal_scale(qualified, self.schema)
             t = f"DECIMAL(38,{scale})" if scale is not None else "DOUBLE"
         return t
+
+
+_TEXT_FUNCTIONS = (exp.Replace, exp.Left, exp.Right, exp.Pad, exp.SplitPart, exp.Trim, exp.Upper, exp.Lower,
+                   exp.Reverse, exp.Substring, exp.Concat, exp.ConcatWs, exp.DPipe, exp.Initcap)
+
+
+def _func_name(node: exp.Expression) -> str:
+    return (node.name if isinstance(node, exp.Anonymous) else node.key).upper()
 
 
 def _exact_numeric_type(e: exp.Expression, schema: Schema) -> str | None:

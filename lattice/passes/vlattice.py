@@ -96,7 +96,8 @@ def least_upper_bound(a: LatticeNode, b: LatticeNode, plan: Plan, name: str) -> 
         return None  # one of the two already is the bound; only its aggregates keep the other from deriving
     group = _unique_names(tuple(keys.values()))
     arguments, stored = _union_aggregates(a, b, {d.canonical(k.ref, tree) for k in group}, tree)
-    needed = {k.ref.table for k in group} | {r.table for s in arguments for r in d.columns_of(s.sql)}
+    needed = {c.table for k in group for c in d.attribute_columns(k.ref)}
+    needed |= {r.table for s in arguments for r in d.columns_of(s.sql)}
     needed |= {r.table for r in d.columns_of(a.where)} if a.where else set()
     needed |= d.filtering_tables(a, plan.schema) | d.filtering_tables(b, plan.schema)
     tables, joins = _tables_reaching(a.fact, needed, tree)
@@ -110,8 +111,9 @@ def least_upper_bound(a: LatticeNode, b: LatticeNode, plan: Plan, name: str) -> 
 def _unique_names(keys: tuple[GroupKey, ...]) -> tuple[GroupKey, ...]:
     names = [k.name.lower() for k in keys]
     return tuple(
-        replace(k, name=f"{k.ref.table}_{k.ref.column}", declared=True) if names.count(k.name.lower()) > 1 else replace(k, declared=True)
-        for k in keys
+        replace(k, name=f"{k.ref.table}_{k.ref.column}" if not k.ref.is_expression else f"_ns_key_{i}", declared=True)
+        if names.count(k.name.lower()) > 1 else replace(k, declared=True)
+        for i, k in enumerate(keys, 1)
     )
 
 

@@ -36,6 +36,7 @@ from nightshift.cycle import Cycle
 from nightshift.validate.report import Finding, Settings, ValidationFailed, ValidationReport, settings_of
 from nightshift.validate.run import SQLGLOT_DIALECT, dimension_files, row_count_bounds, run_suites
 from nightshift.validate.sampling import prepare_lake
+from lattice.layer import changed_message
 from runtime.errors import BatchOrderError, PlanChanged
 from runtime.manifest import Manifest
 from warehouse.store import LedgerRow
@@ -97,10 +98,8 @@ def _where(cycle, batch: str) -> LedgerRow:
             f"current state, so validate batch {here.position} instead"
         )
     if here.plan != cycle.plan.fingerprint:
-        raise PlanChanged(
-            f"validate {batch}: sql/schema.sql or sql/summaries changed since the summary tables were built "
-            f"(plan {here.plan} -> {cycle.plan.fingerprint}); run nightshift materialize"
-        )
+        raise PlanChanged(f"validate {batch}: " + changed_message(cycle.warehouse.layer_diff(cycle.plan, ledger), here.plan,
+                                                                   cycle.plan.fingerprint))
     return here
 
 

@@ -47,10 +47,10 @@ def stage_dimensions(engine: sa.Engine, dialect, dims: dict[str, tuple[list[Path
             name = ex.dimension_relation(table)  # unquoted: both sides fold it the same way
             if dialect.name == "duckdb" and files:
                 cols = ", ".join(f"CAST({q(c)} AS {t}) AS {q(c)}" for c, t in columns)
-                conn.exec_driver_sql(f"CREATE TEMP TABLE {name} AS SELECT {cols} FROM {duckdb_read_parquet(files)}")
+                dialect.run(conn, f"CREATE TEMP TABLE {name} AS SELECT {cols} FROM {duckdb_read_parquet(files)}")
                 continue
             cols = ", ".join(f"{q(c)} {dialect.column_type(t)}" for c, t in columns)
-            conn.exec_driver_sql(f"CREATE TEMP TABLE {name} ({cols})")
+            dialect.run(conn, f"CREATE TEMP TABLE {name} ({cols})")
             if files:
                 copy_parquet(conn, name, files, [(c, c, t) for c, t in columns], dialect.COPY_BATCH_ROWS, quoted_table=True)
         conn.commit()
@@ -68,7 +68,7 @@ def row_count_bounds(plan: Plan, warehouse: Warehouse, here: LedgerRow, toleranc
     params: dict[str, int | None] = {}
     with warehouse.engine.connect() as conn:
         for view in plan.views:
-            now = int(conn.exec_driver_sql(f"SELECT COUNT(*) FROM {name(view, view.storage_table)}").scalar())
+            now = int(warehouse.dialect.run(conn, f"SELECT COUNT(*) FROM {name(view, view.storage_table)}").scalar())
             st = here.stats.get(view.name, {}) if here.kind == "batch" else {}
             before = now - int(st.get("inserted", 0)) + int(st.get("deleted", 0))
             lo, hi = ex.row_count_parameters(view)

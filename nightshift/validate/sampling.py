@@ -16,7 +16,7 @@ from lattice.ir import Plan, View
 from lattice.sql import duckdb_read_parquet
 from lattice.sql import ident as q
 from nightshift import expectations as ex
-from nightshift.oracle import duckdb_base
+from nightshift.oracle import define_views, duckdb_base
 from runtime.lake import Lake, LakeState
 from runtime.manifest import Manifest
 from warehouse.store import Warehouse
@@ -34,18 +34,25 @@ def prepare_lake(plan: Plan, lake: Lake, state: LakeState, warehouse: Warehouse,
     for p in (path, path.with_name(path.name + ".wal")):
         p.unlink(missing_ok=True)
     con = duckdb_base(lake, plan.schema, state, database=str(path))
+    define_views(con, plan)  # the summary views nested views read, as DuckDB views
     con.execute("BEGIN TRANSACTION")  # one commit for the whole file
     counts = {}
     try:
         with warehouse.engine.connect() as conn:
             for view in plan.views:
+                if not view.incremental:
+                    continue  # a recompute view is recomputed whole every night: nothing to sample
+                cols = [(k.name, k.type) for k in view.keys] + [(s.column, s.type) for s in view.stored]
+                if not view.keys:  # a grand total: its one row (or none) is the sample
+                    _create(con, ex.sample_table(view), cols, _all_rows(conn, warehouse, view))
+                    counts[view.name] = 1
+                    continue
                 keys = _random_warehouse_groups(conn, warehouse, view, sample)
                 keys += _random_base_groups(con, view, sample)
                 keys += _lost_groups(con, lake, view, batch, manifest)
                 keys = list(dict.fromkeys(keys))
                 _create(con, ex.keys_table(view), [(k.name, k.type) for k in view.keys], keys)
                 rows = _stored_rows(conn, warehouse, view, keys)
-                cols = [(k.name, k.type) for k in view.keys] + [(s.column, s.type) for s in view.stored]
                 _create(con, ex.sample_table(view), cols, rows)
                 counts[view.name] = len(keys)
         con.execute("COMMIT")
@@ -54,13 +61,19 @@ def prepare_lake(plan: Plan, lake: Lake, state: LakeState, warehouse: Warehouse,
     return counts
 
 
+def _all_rows(conn, warehouse: Warehouse, view: View) -> list[tuple]:
+    name = warehouse.ident
+    select = ", ".join(name(view, c) for c in [s.column for s in view.stored])
+    return [tuple(r) for r in warehouse.dialect.run(conn, f"SELECT {select} FROM {name(view, view.storage_table)}").fetchall()]
+
+
 def _random_warehouse_groups(conn, warehouse: Warehouse, view: View, n: int) -> list[tuple]:
     if n == 0:
         return []
     name = warehouse.ident
     keys = ", ".join(name(view, k.name) for k in view.keys)
     sql = f"SELECT {keys} FROM {name(view, view.storage_table)} ORDER BY RANDOM() LIMIT {int(n)}"
-    return [tuple(r) for r in conn.exec_driver_sql(sql).fetchall()]
+    return [tuple(r) for r in warehouse.dialect.run(conn, sql).fetchall()]
 
 
 def _random_base_groups(con, view: View, n: int) -> list[tuple]:
@@ -100,7 +113,7 @@ def _stored_rows(conn, warehouse: Warehouse, view: View, keys: list[tuple]) -> l
     name = warehouse.ident
     tmp = q("ns_validate_keys")
     cols = ", ".join(f"{q(f'k{i}')} {warehouse.dialect.column_type(k.type)}" for i, k in enumerate(view.keys))
-    conn.exec_driver_sql(f"CREATE TEMPORARY TABLE {tmp} ({cols})")
+    warehouse.dialect.run(conn, f"CREATE TEMPORARY TABLE {tmp} ({cols})")
     try:
         binds = ", ".join(f":k{i}" for i in range(len(view.keys)))
         conn.execute(sa.text(f"INSERT INTO {tmp} VALUES ({binds})"),
@@ -108,9 +121,9 @@ def _stored_rows(conn, warehouse: Warehouse, view: View, keys: list[tuple]) -> l
         match = " AND ".join(ex.same(f"t.{name(view, k.name)}", f"s.{q(f'k{i}')}", k.type) for i, k in enumerate(view.keys))
         select = ", ".join(f"t.{name(view, c)}" for c in [k.name for k in view.keys] + [s.column for s in view.stored])
         sql = f"SELECT {select} FROM {name(view, view.storage_table)} AS t, {tmp} AS s WHERE {match}"
-        return [tuple(r) for r in conn.exec_driver_sql(sql).fetchall()]
+        return [tuple(r) for r in warehouse.dialect.run(conn, sql).fetchall()]
     finally:
-        conn.exec_driver_sql(f"DROP TABLE {tmp}")
+        warehouse.dialect.run(conn, f"DROP TABLE {tmp}")
 
 
 def _create(con, table: str, columns: list[tuple[str, str]], rows: list[tuple]) -> None:

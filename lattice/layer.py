@@ -1,0 +1,152 @@
+"""The summary layer as built vs as compiled: what `nightshift plan` lists and `nightshift apply` builds.
+
+Every view has a definition fingerprint (its SQL, its [views] setting, its mode, the declarations of
+the tables it reads, and the fingerprints of the summary views it reads, so a view over a changed
+view changes too) and a description (keys, aggregates, filter, HAVING, mode, tables). The ledger
+keeps both for the layer it built (materialize and apply write them); `diff` compares that with the
+compiled plan: views added, changed (and how), dropped. A change of sql/schema.sql that no view
+reads changes no view.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+from lattice.ir import Plan, View
+
+LEDGER_KEY = "_ns_views"  # the ledger stats entry holding the built layer (view names never start with _ns_)
+
+_FIELDS = (("keys", "group keys"), ("aggregates", "aggregates"), ("filter", "filter"), ("having", "HAVING"),
+           ("tables", "tables"), ("mode", "mode"), ("maintain", "[views] setting"))
+
+
+def describe(plan: Plan) -> dict[str, dict]:
+    """Each view's fingerprint and description, by name (plan order)."""
+    out: dict[str, dict] = {}
+    for v in plan.views:
+        out[v.name] = {"fingerprint": _fingerprint(plan, v, out), **_description(v)}
+    return out
+
+
+def _description(v: View) -> dict:
+    args = {a.index: a.sql for a in v.arguments}
+    stored = {s.column: s for s in v.stored}
+
+    def aggregate(o) -> str:
+        if o.kind == "count_star":
+            return f"{o.name} = COUNT(*)"
+        s = stored.get(o.source)
+        arg = args.get(s.arg) if s is not None else None
+        return f"{o.name} = {o.kind.upper()}({arg})" if arg else o.name
+
+    return {
+        "keys": [k.name if not k.ref.is_expression else f"{k.name} = {k.sql}" for k in v.keys],
+        "aggregates": [aggregate(o) for o in v.outputs if o.kind not in ("key", "column")]
+        or [o.name for o in v.outputs if o.kind == "column"],
+        "filter": v.where or "", "having": v.having or "", "tables": list(v.tables), "mode": v.mode,
+        "maintain": v.maintain, "reads": list(v.reads), "quoted": list(v.quoted),
+    }
+
+
+def _fingerprint(plan: Plan, v: View, done: dict[str, dict]) -> str:
+    digest = hashlib.sha256()
+    parts = [v.name.lower(), v.sql, v.mode, v.maintain, v.having or "", repr(v.quoted)]
+    by_low = {name.lower(): d for name, d in done.items()}
+    for t in sorted(set(v.tables) | set(v.reads), key=str.lower):
+        if t.lower() in by_low:  # a summary view it reads: that view's definition
+            parts.append(f"view {t.lower()} {by_low[t.lower()]['fingerprint']}")
+        elif (table := plan.schema.table(t)) is not None:
+            parts.append(repr(table))
+    for p in parts:
+        digest.update(p.encode())
+        digest.update(b"\0")
+    return digest.hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Changed:
+    view: str
+    how: tuple[str, ...]  # "group keys: (storeID, date) -> (storeID, month)", "reads changed view X", ...
+
+
+@dataclass(frozen=True)
+class LayerDiff:
+    added: tuple[str, ...] = ()
+    changed: tuple[Changed, ...] = ()
+    dropped: tuple[str, ...] = ()
+    unchanged: tuple[str, ...] = ()
+    known: bool = True  # False: the ledger holds no description of the built layer (built before this version)
+    built: dict = field(default_factory=dict)  # the ledger's description (dropped views' storage names)
+
+    @property
+    def empty(self) -> bool:
+        return self.known and not (self.added or self.changed or self.dropped)
+
+    @property
+    def rebuild(self) -> tuple[str, ...]:
+        """The views apply builds (added and changed), in plan order by construction."""
+        return self.added + tuple(c.view for c in self.changed)
+
+    def lines(self) -> list[str]:
+        if not self.known:
+            return ["the ledger does not describe the built summary layer (built by an earlier nightshift): "
+                    "nightshift apply rebuilds every view once"]
+        out = [f"added: {v}" for v in self.added]
+        out += [f"changed: {c.view} ({'; '.join(c.how)})" for c in self.changed]
+        out += [f"dropped: {v}" for v in self.dropped]
+        return out or ["no summary view changed (sql/schema.sql or a setting changed that no view reads)"]
+
+    def summary(self) -> str:
+        parts = []
+        if not self.known:
+            return "the built layer is not described in the ledger; every view is rebuilt"
+        if self.added:
+            parts.append("added " + ", ".join(self.added))
+        if self.changed:
+            parts.append("changed " + ", ".join(c.view for c in self.changed))
+        if self.dropped:
+            parts.append("dropped " + ", ".join(self.dropped))
+        return "; ".join(parts) or "no summary view changed"
+
+
+def diff(built: dict | None, plan: Plan) -> LayerDiff:
+    """The compiled plan against the layer the ledger describes (`built`: describe() of the plan that
+    built it, None when the ledger holds none)."""
+    now = describe(plan)
+    if built is None:
+        return LayerDiff(changed=tuple(Changed(v, ("not described in the ledger",)) for v in now), known=False)
+    old = {name.lower(): (name, d) for name, d in built.items()}
+    added, changed, unchanged = [], [], []
+    for name, d in now.items():
+        if name.lower() not in old:
+            added.append(name)
+            continue
+        before = old[name.lower()][1]
+        if before.get("fingerprint") == d["fingerprint"]:
+            unchanged.append(name)
+            continue
+        how = [f"{label}: {_show(before.get(key))} -> {_show(d[key])}" for key, label in _FIELDS
+               if before.get(key) != d[key]]
+        reads = [r for r in d["reads"] if r in now and any(c.view == r for c in changed)]
+        reads += [r for r in d["reads"] if r in added]
+        how += [f"reads {r}, which changed" for r in dict.fromkeys(reads)]
+        changed.append(Changed(name, tuple(how) or ("definition (SQL text or the declaration of a table it reads)",)))
+    live = {n.lower() for n in now}
+    dropped = [old_name for low, (old_name, _) in old.items() if low not in live]
+    return LayerDiff(tuple(added), tuple(changed), tuple(dropped), tuple(unchanged), True, built)
+
+
+def _show(value) -> str:
+    if isinstance(value, list):
+        return "(" + ", ".join(map(str, value)) + ")"
+    return str(value) if value else "none"
+
+
+def changed_message(diff: LayerDiff, built: str, now: str) -> str:
+    """The error of a night (or refresh) that finds the summary layer changed since it was built."""
+    head = f"sql/schema.sql, sql/summaries or [views] changed since the summary tables were built (plan {built} -> {now})"
+    if diff.empty:
+        return f"{head}, but no summary view is affected; run nightshift apply to record the new plan (it rebuilds nothing)"
+    return (f"{head}: {diff.summary()}; nightshift plan shows how; run nightshift apply to build only those "
+            f"(nightshift materialize rebuilds every summary table)")

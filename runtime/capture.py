@@ -1,0 +1,37 @@
+"""What `nightshift capture` records with each change batch it writes (issue 22): a frozen value, kept as
+lake/changes/<table>/batch_id=<ID>/_capture.json next to the batch's Parquet file.
+
+The record travels with the batch: capture writes both into one temporary folder and renames it into
+place, so an append source's watermark advances exactly when its batch appears (never one without the
+other). Change-batch readers glob *.parquet only, so the record is invisible to propagate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+CAPTURE_VERSION = 1
+KINDS = ("snapshot", "cdc", "append")
+
+
+@dataclass(frozen=True)
+class Watermark:
+    """The newest value of an append source's since-column captured so far (None: nothing yet), as Spark
+    writes it as a string; `type` is the Spark SQL type to compare it in."""
+
+    column: str
+    type: str
+    value: str | None = None
+
+
+@dataclass(frozen=True)
+class CaptureRecord:
+    table: str
+    batch: str
+    kind: str  # snapshot | cdc | append
+    sources: tuple[str, ...]  # the files read, in the order they were read
+    inserted: int
+    deleted: int
+    base: str | None  # the last applied batch the capture compared with (None: empty lake)
+    watermark: Watermark | None = None  # append sources only
+    version: int = CAPTURE_VERSION

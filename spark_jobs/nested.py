@@ -1,0 +1,90 @@
+"""The nested mode, as a night executes it (paper 000; lattice/passes/nested.py says how the plan
+keeps such a view).
+
+For every incremental view V another view reads, the lake keeps a copy of V's stored rows
+(lake/base/<V>/, switched by apply-base with the base tables). Tonight, once V's summary-delta is
+final (exact MIN/MAX included), its changed groups' new stored rows are computed from the copy by
+Figure 8 (the warehouse's own rule), written to lake/deltas/batch_id=<ID>/_copies/<V>/ for apply-base,
+and V's served rows become the change set of the table outer views read (000 §6: an update is the
+delete of the old row and the insert of the new one):
+
+    __ns_old_<V>   V's served rows at the base state (the copy)
+    __ns_del_<V>   the old served rows of the groups that changed
+    __ns_ins_<V>   their new served rows (groups that still exist and pass HAVING)
+    __ns_new_<V>   V's served rows after the batch
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from lattice import emit, types
+from lattice.ir import View
+from lattice.sql import ident, to_dialect
+from runtime.lake import Lake, LakeState
+from spark_jobs.changes import column
+
+
+def copy_columns(view: View) -> list[tuple[str, str]]:
+    """The copy's layout: the view's storage columns (group keys and stored aggregates)."""
+    return [(k.name, k.type) for k in view.keys] + [(s.column, s.type) for s in view.stored]
+
+
+def read_copy(spark: SparkSession, lake: Lake, view: View, state: LakeState) -> DataFrame:
+    """V's stored rows at the base state `state` (none before its first materialize or night)."""
+    folder = lake.current_base_dir(view.name, state)
+    cols = copy_columns(view)
+    if folder is None or not any(Path(folder).glob("*.parquet")):
+        return spark.range(0).select(*[F.lit(None).cast(types.spark_type(t)).alias(c) for c, t in cols])
+    df = spark.read.parquet(str(folder))
+    return df.select(*[column(c).cast(types.spark_type(t)).alias(c) for c, t in cols])
+
+
+def register_old(spark: SparkSession, view: View, copy: DataFrame) -> None:
+    """__ns_old_<V>: V's served rows at the base state (materialize; a night before its updates)."""
+    copy.createOrReplaceTempView(emit.rel("copy", view.name))
+    spark.sql(to_dialect(emit.served_rows(view, emit.rel("copy", view.name)), "spark")).createOrReplaceTempView(
+        emit.rel("old", view.name))
+
+
+def view_changes(spark: SparkSession, view: View, copy: DataFrame, sd: DataFrame, out: Path) -> DataFrame:
+    """Register V's change set (module docstring) from its copy and final summary-delta `sd`; write
+    the changed groups' new stored rows to `out` (apply-base makes them the next copy). Returns them."""
+    name = view.name
+    copy.createOrReplaceTempView(emit.rel("copy", name))
+    sd.createOrReplaceTempView(emit.rel("sd", name))
+    updated = spark.sql(to_dialect(emit.view_update(view, emit.rel("copy", name), emit.rel("sd", name)), "spark"))
+    updated.coalesce(1).write.mode("overwrite").parquet(str(out))
+    updated = spark.read.parquet(str(out))  # read back: every query below sees these rows as written
+    updated.createOrReplaceTempView(emit.rel("updated", name))
+    copy_rel, sd_rel, upd = emit.rel("copy", name), emit.rel("sd", name), emit.rel("updated", name)
+    alive = f"(SELECT * FROM {upd} WHERE _ns_count > 0)"
+    keyless = f"EXISTS (SELECT 1 FROM {sd_rel})" if not view.keys else None
+    sql = {
+        "old": emit.served_rows(view, copy_rel),
+        "del": emit.served_rows(view, f"({emit.changed_rows(view, copy_rel, sd_rel, True)})", keyless),
+        "ins": emit.served_rows(view, alive, keyless),
+        "new": emit.served_rows(view, f"({emit.changed_rows(view, copy_rel, sd_rel, False)} UNION ALL "
+                                      f"SELECT {', '.join(c for c, _ in _quoted(view))} FROM {alive} AS a)"),
+    }
+    for kind, text in sql.items():
+        spark.sql(to_dialect(text, "spark")).createOrReplaceTempView(emit.rel(kind, name))
+    return updated
+
+
+def _quoted(view: View) -> list[tuple[str, str]]:
+    return [(ident(c), t) for c, t in copy_columns(view)]
+
+
+def next_copy(spark: SparkSession, view: View, copy: DataFrame, updated: DataFrame) -> DataFrame:
+    """The copy after the batch: every unchanged group as it was, each changed group's new row (a
+    group whose count reached 0 is gone). apply-base writes it beside the old version."""
+    copy.createOrReplaceTempView(emit.rel("copy", view.name))
+    updated.createOrReplaceTempView(emit.rel("updated", view.name))
+    kept = emit.changed_rows(view, emit.rel("copy", view.name), emit.rel("updated", view.name), False)
+    cols = ", ".join(c for c, _ in _quoted(view))
+    sql = f"{kept} UNION ALL SELECT {cols} FROM {emit.rel('updated', view.name)} WHERE _ns_count > 0"
+    return spark.sql(to_dialect(sql, "spark"))

@@ -1,0 +1,231 @@
+"""Evolving the summary layer (issue 20): the night names what changed, `nightshift apply` builds only the
+added and changed views and drops the dropped ones, in one transaction, leaving every other summary table
+row for row as it was; the nights after it equal recomputation; a crash during apply leaves the old
+layer serving and a rerun finishes it."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import BACKENDS
+from harness import FIGURE_1, BatchGenerator, Model, make_project, run_nights, write_changes
+from nightshift.cli import main
+from nightshift.config import load_project
+from nightshift.cycle import Cycle
+from nightshift.errors import InjectedCrash, PlanChanged
+from nightshift.oracle import bag
+
+BEFORE = {
+    "SID_sales": FIGURE_1["SID_sales"],
+    "sR_sales": FIGURE_1["sR_sales"],
+    "sCD_sales": FIGURE_1["sCD_sales"],
+    "big_sales": "CREATE VIEW big_sales AS SELECT date, COUNT(*) AS n, SUM(qty) AS q FROM pos WHERE qty >= 3 GROUP BY date",
+    "best_day": "CREATE VIEW best_day AS SELECT storeID, MAX(TotalQuantity) AS best FROM SID_sales GROUP BY storeID",
+    "store_sales": "CREATE VIEW store_sales AS SELECT s.storeID, COUNT(p.itemID) AS sales "
+                   "FROM stores s LEFT JOIN pos p ON p.storeID = s.storeID GROUP BY s.storeID",
+}
+MONTHLY = ("CREATE VIEW monthly AS SELECT storeID, CAST(DATE_TRUNC('month', date) AS DATE) AS month, COUNT(*) AS n, "
+           "SUM(qty) AS q FROM pos GROUP BY storeID, CAST(DATE_TRUNC('month', date) AS DATE)")
+# the new layer: a month view added, big_sales' filter changed, sR_sales dropped, and a nested view over
+# sCD_sales, which no nested view read before (so apply writes its first lake copy)
+AFTER = {**{k: v for k, v in BEFORE.items() if k != "sR_sales"},
+         "big_sales": BEFORE["big_sales"].replace("qty >= 3", "qty >= 2"),
+         "monthly": MONTHLY,
+         "city_best": "CREATE VIEW city_best AS SELECT city, MAX(TotalQuantity) AS best, COUNT(*) AS days FROM sCD_sales "
+                      "GROUP BY city"}
+UNCHANGED = {"SID_sales", "sCD_sales", "best_day", "store_sales"}
+
+
+def _write_views(root, views: dict[str, str]) -> None:
+    folder = root / "sql" / "summaries"
+    for f in folder.glob("*.sql"):
+        f.unlink()
+    for name, sql in views.items():
+        (folder / f"{name}.sql").write_text(sql)
+
+
+def _stored(cycle: Cycle, name: str) -> list:
+    """Every row of a view's storage table (hidden columns too), sorted."""
+    table = cycle.warehouse.storage_name(cycle.plan.view(name))
+    with cycle.warehouse.engine.connect() as conn:
+        return sorted(conn.exec_driver_sql(f'SELECT * FROM "{table}"').fetchall(), key=repr)
+
+
+def _check(cycle: Cycle, model: Model, views: dict[str, str], where: str) -> None:
+    expected = model.recompute(views)
+    assert {v.name for v in cycle.plan.views} == set(views)
+    for view in cycle.plan.views:
+        got = bag(cycle.warehouse.read_view(view))
+        assert got == expected[view.name], f"{where}, view {view.name}: served != recomputed"
+
+
+def _night(cycle: Cycle, root, gen: BatchGenerator, model: Model, batch: str) -> None:
+    changes = gen.night()
+    write_changes(root, batch, changes)
+    cycle.run(batch)
+    model.apply(changes)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_apply_builds_only_what_changed(tmp_path, spark, quiet, warehouse_url, backend, capsys):
+    root = make_project(tmp_path / "p", BEFORE, url=warehouse_url(backend, "apply_1"))
+    cycle = Cycle(load_project(root), spark=spark, progress=quiet)
+    model = Model()
+    gen = BatchGenerator(11, model)
+    run_nights(cycle, root, gen, model, 2)
+    kept = {name: _stored(cycle, name) for name in UNCHANGED}
+    cycle.close()
+
+    _write_views(root, AFTER)
+    cycle = Cycle(load_project(root), spark=spark, progress=quiet)
+    write_changes(root, "b0003", gen.night())
+    with pytest.raises(PlanChanged) as caught:  # the night names the views and what to run
+        cycle.propagate("b0003")
+    message = str(caught.value)
+    for part in ("added city_best, monthly", "changed big_sales", "dropped sR_sales", "nightshift apply"):
+        assert part in message, message
+    assert main(["plan", "--project", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "changed: big_sales (filter:" in out and '"qty" >= 2' in out, out
+    assert "added: monthly" in out and "dropped: sR_sales" in out, out
+
+    result = cycle.apply()
+    change = result.details
+    assert set(change.added) == {"monthly", "city_best"} and [c.view for c in change.changed] == ["big_sales"]
+    assert change.dropped == ("sR_sales",) and set(change.unchanged) == UNCHANGED
+    for name in UNCHANGED:  # untouched, row for row
+        assert _stored(cycle, name) == kept[name], name
+    with cycle.warehouse.engine.connect() as conn:  # the dropped view's serving view and storage are gone
+        names = {n.lower() for n in cycle.warehouse.engine.dialect.get_table_names(conn)}
+        names |= {n.lower() for n in cycle.warehouse.engine.dialect.get_view_names(conn)}
+    assert not {"sr_sales", "sr_sales__ns"} & names, names
+    model_views = AFTER
+    _check(cycle, model, model_views, "after apply")
+    assert cycle.apply().skipped  # a rerun changes nothing
+    assert cycle.warehouse.ledger()[-1].kind == "apply"
+
+    # the night that was refused now runs; later nights keep every view equal to recomputation
+    changes = _pending(root, "b0003")
+    cycle.run("b0003")
+    model.apply(changes)
+    _check(cycle, model, model_views, "batch b0003")
+    for n in (4, 5):
+        _night(cycle, root, gen, model, f"b{n:04d}")
+        _check(cycle, model, model_views, f"batch b{n:04d}")
+    cycle.close()
+
+
+def _pending(root, batch: str) -> dict:
+    """The changes of a batch already written to the lake (read back for the model)."""
+    import pyarrow.parquet as pq
+
+    out = {}
+    for table in ("stores", "items", "pos"):
+        d = root / "lake" / "changes" / table / f"batch_id={batch}"
+        rows = pq.read_table(d).to_pylist() if d.exists() else []
+        out[table] = [(r.pop("_op"), tuple(r.values())) for r in rows]
+    return out
+
+
+def test_a_schema_change_no_view_reads_rebuilds_nothing(tmp_path, spark, quiet):
+    root = make_project(tmp_path / "p", BEFORE)
+    cycle = Cycle(load_project(root), spark=spark, progress=quiet)
+    model = Model()
+    gen = BatchGenerator(12, model)
+    run_nights(cycle, root, gen, model, 1)
+    kept = {name: _stored(cycle, name) for name in BEFORE if name != "store_sales"}
+    cycle.close()
+    schema = root / "sql" / "schema.sql"
+    schema.write_text("-- owned by the data team; reviewed weekly\n" + schema.read_text())
+    cycle = Cycle(load_project(root), spark=spark, progress=quiet)
+    write_changes(root, "b0002", gen.night())
+    with pytest.raises(PlanChanged, match="no summary view is affected; run nightshift apply"):
+        cycle.propagate("b0002")
+    change = cycle.apply().details
+    assert change.empty and not change.rebuild
+    assert {name: _stored(cycle, name) for name in kept} == kept
+    changes = _pending(root, "b0002")
+    cycle.run("b0002")
+    model.apply(changes)
+    _check(cycle, model, BEFORE, "batch b0002")
+    cycle.close()
+
+
+@pytest.mark.parametrize("point", ["apply:after_view:monthly", "apply:before_copies"])
+def test_a_crash_during_apply_leaves_the_old_layer_serving_and_a_rerun_finishes(tmp_path, spark, quiet, monkeypatch,
+                                                                                  point):
+    root = make_project(tmp_path / "p", BEFORE)
+    cycle = Cycle(load_project(root), spark=spark, progress=quiet)
+    model = Model()
+    gen = BatchGenerator(13, model)
+    run_nights(cycle, root, gen, model, 1)
+    before = {name: bag(cycle.warehouse.read_view(cycle.plan.view(name))) for name in BEFORE}
+    cycle.close()
+    _write_views(root, AFTER)
+    cycle = Cycle(load_project(root), spark=spark, progress=quiet)
+    monkeypatch.setenv("NIGHTSHIFT_CRASH_AT", point)
+    with pytest.raises(InjectedCrash):
+        cycle.apply()
+    monkeypatch.delenv("NIGHTSHIFT_CRASH_AT")
+    if point.startswith("apply:after_view"):  # rolled back: the old layer serves, the ledger is as it was
+        assert cycle.warehouse.ledger()[-1].kind == "batch"
+        for name in BEFORE:
+            if name in AFTER:
+                view = cycle.plan.view(name)
+                assert bag(cycle.warehouse.read_view(view)) == before[name], name
+    second = cycle.apply()
+    assert second.skipped == (None if point.startswith("apply:after_view") else "the summary tables already match the plan")
+    _check(cycle, model, AFTER, "after the rerun")
+    for n in (2, 3):  # the nested view over sCD_sales reads sCD_sales' lake copy from the first night on
+        _night(cycle, root, gen, model, f"b{n:04d}")
+        _check(cycle, model, AFTER, f"batch b{n:04d}")
+    cycle.close()
+
+
+def test_status_names_an_unapplied_change_and_the_last_apply(tmp_path, spark, quiet, capsys):
+    root = make_project(tmp_path / "p", BEFORE)
+    cycle = Cycle(load_project(root), spark=spark, progress=quiet)
+    model = Model()
+    run_nights(cycle, root, BatchGenerator(14, model), model, 0)
+    cycle.close()
+    (root / "sql" / "summaries" / "monthly.sql").write_text(MONTHLY)
+    assert main(["status", "--project", str(root)]) == 0
+    assert "summary layer: added monthly since it was built; run nightshift apply" in capsys.readouterr().out
+    Cycle(load_project(root), spark=spark, progress=quiet).apply()
+    assert main(["status", "--project", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "summary layer changed by nightshift apply at b0000: added monthly" in out, out
+    assert "since it was built" not in out
+
+
+def _compile(views: dict[str, str], schema_sql: str | None = None, maintain=()):
+    from harness import SCHEMA_SQL
+    from lattice.compile import compile_project
+
+    return compile_project(schema_sql or SCHEMA_SQL, {f"sql/summaries/{n}.sql": s for n, s in views.items()}, maintain=maintain)
+
+
+def test_the_diff_names_each_change_and_how_without_spark():
+    from lattice.layer import describe, diff
+
+    built = describe(_compile(BEFORE))
+    change = diff(built, _compile(AFTER))
+    assert change.added == ("city_best", "monthly") and change.dropped == ("sR_sales",)
+    assert [(c.view, c.how) for c in change.changed] == [
+        ("big_sales", ('filter: ("pos"."qty" >= 3) -> ("pos"."qty" >= 2)',))]
+    # a view over a changed view changes too, and says why
+    inner = {**BEFORE, "SID_sales": BEFORE["SID_sales"].replace("FROM pos", "FROM pos WHERE qty > 0")}
+    how = {c.view: c.how for c in diff(built, _compile(inner)).changed}
+    assert set(how) == {"SID_sales", "best_day"} and "reads SID_sales, which changed" in how["best_day"]
+    # group keys, a [views] setting, a declaration a view reads; a comment changes nothing
+    regrouped = {**BEFORE, "big_sales": BEFORE["big_sales"].replace("SELECT date,", "SELECT date, storeID,")
+                 .replace("GROUP BY date", "GROUP BY date, storeID")}
+    assert diff(built, _compile(regrouped)).changed[0].how[0] == "group keys: (date) -> (date, storeID)"
+    forced = diff(built, _compile(BEFORE, maintain=(("big_sales", "recompute"),)))
+    assert [c.view for c in forced.changed] == ["big_sales"] and "[views] setting: auto -> recompute" in forced.changed[0].how
+    from harness import SCHEMA_SQL
+
+    wider = diff(built, _compile(BEFORE, SCHEMA_SQL.replace("weight DOUBLE", "weight DOUBLE, colour VARCHAR")))
+    assert wider.rebuild == () and wider.empty  # no view reads items
+    assert diff(built, _compile(BEFORE, "-- a comment\n" + SCHEMA_SQL)).empty
+    assert not diff(None, _compile(BEFORE)).known

@@ -1,0 +1,139 @@
+"""Every summary view a data team writes is kept (issues 17, 18): computed group keys, grand totals
+and HAVING by the delta mode; views over summary views by the nested mode (three levels deep, over a
+HAVING view, joined to a dimension); outer joins, window functions and holistic aggregates by
+recompute; the night's choice between them. One project holds views of every mode, so the one
+refresh transaction spans them all; after every random night each served view must equal the view
+recomputed from scratch over an independent model of the base (DuckDB over Python lists)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from conftest import BACKENDS
+from harness import FIGURE_1, BatchGenerator, Model, make_project, write_changes
+from nightshift.config import load_project
+from nightshift.cycle import Cycle
+from nightshift.oracle import bag, check_all
+from nightshift.validate import ValidationFailed, validate_batch
+
+WEEK = "CAST(DATE_TRUNC('week', date) AS DATE)"
+SIZE = "CASE WHEN qty >= 4 THEN 'big' WHEN qty >= 2 THEN 'mid' ELSE 'small' END"
+VIEWS = {
+    "SID_sales": FIGURE_1["SID_sales"],
+    "sR_sales": FIGURE_1["sR_sales"],
+    "weekly": f"CREATE VIEW weekly AS SELECT storeID, {WEEK} AS week, CAST(EXTRACT(year FROM date) AS INT) AS y, "
+              f"COUNT(*) AS n, SUM(qty) AS q, MIN(price) AS cheapest FROM pos "
+              f"GROUP BY storeID, {WEEK}, CAST(EXTRACT(year FROM date) AS INT)",
+    "buckets": f"CREATE VIEW buckets AS SELECT {SIZE} AS size, region, COUNT(*) AS n, AVG(price) AS avg_price "
+               f"FROM pos JOIN stores ON pos.storeID = stores.storeID GROUP BY {SIZE}, region",
+    "totals": "CREATE VIEW totals AS SELECT COUNT(*) AS n, SUM(qty) AS q, AVG(price) AS p, MIN(date) AS first_day, "
+              "MAX(qty) AS top FROM pos",
+    "priced": "CREATE VIEW priced AS SELECT COUNT(price) AS n, SUM(price) AS revenue FROM pos WHERE qty > 1",
+    "busy": "CREATE VIEW busy AS SELECT storeID, date, COUNT(*) AS n FROM pos GROUP BY storeID, date "
+            "HAVING COUNT(*) >= 2 AND SUM(qty) > 3",
+    "store_sales": "CREATE VIEW store_sales AS SELECT s.storeID, s.city, COUNT(p.itemID) AS sales "
+                   "FROM stores s LEFT JOIN pos p ON p.storeID = s.storeID GROUP BY s.storeID, s.city",
+    "ranked": "CREATE VIEW ranked AS SELECT storeID, itemID, SUM(qty) AS q, RANK() OVER (PARTITION BY storeID "
+              "ORDER BY SUM(qty) DESC NULLS LAST, itemID) AS r FROM pos GROUP BY storeID, itemID",
+    "best_day": "CREATE VIEW best_day AS SELECT storeID, MAX(TotalQuantity) AS best FROM SID_sales GROUP BY storeID",
+    "distinct_items": "CREATE VIEW distinct_items AS SELECT storeID, COUNT(DISTINCT itemID) AS items FROM pos GROUP BY storeID",
+    # nested (paper 000): three levels (pos -> SID_sales -> best_day -> top_store), and a view over a HAVING
+    # view joined to a dimension, with a threshold filter on the inner aggregate
+    "top_store": "CREATE VIEW top_store AS SELECT MAX(best) AS top, MIN(best) AS low, COUNT(*) AS stores FROM best_day",
+    "busy_regions": "CREATE VIEW busy_regions AS SELECT region, COUNT(*) AS days, SUM(n) AS sales, MAX(n) AS most "
+                    "FROM busy JOIN stores ON busy.storeID = stores.storeID WHERE n > 2 GROUP BY region",
+}
+INCREMENTAL = {"SID_sales", "sR_sales", "weekly", "buckets", "totals", "priced", "busy", "best_day", "top_store",
+               "busy_regions"}
+NESTED = {"best_day", "top_store", "busy_regions"}
+NIGHTS = 8
+
+
+def _check(cycle: Cycle, model: Model, where: str) -> None:
+    expected = model.recompute(VIEWS)
+    for view in cycle.plan.views:
+        got = bag(cycle.warehouse.read_view(view))
+        assert got == expected[view.name], (f"{where}, view {view.name}: served != recomputed\n"
+                                            f"missing {expected[view.name] - got}\nextra {got - expected[view.name]}")
+
+
+def _busy(cycle: Cycle) -> set:
+    return {(r[0], r[1]) for r in cycle.warehouse.read_view(cycle.plan.view("busy"))}
+
+
+@pytest.mark.parametrize("backend,seed", [(b, s) for b in BACKENDS for s in (7, 8)])
+def test_every_mode_in_one_project_equals_recomputation(tmp_path, spark, quiet, warehouse_url, backend, seed):
+    root = make_project(tmp_path / "p", VIEWS, url=warehouse_url(backend, f"modes_{seed}"))
+    toml = root / "nightshift.toml"
+    toml.write_text(toml.read_text() + '[views]\npriced = "incremental"\n')  # never traded for a recompute
+    cycle = Cycle(load_project(root), spark=spark, progress=quiet)
+    assert {v.name for v in cycle.plan.views if v.incremental} == INCREMENTAL
+    assert {v.name for v in cycle.plan.views if v.mode == "nested"} == NESTED
+    model = Model()
+    cycle._ensure_summary_tables()  # an empty project: grand totals serve one row over no rows
+    assert cycle.warehouse.read_view(cycle.plan.view("totals")) == [(0, None, None, None, None)]
+    assert cycle.warehouse.read_view(cycle.plan.view("priced")) == [(0, None)]
+    gen = BatchGenerator(seed, model)
+    modes_seen: dict[str, set] = {v: set() for v in INCREMENTAL}
+    for n in range(NIGHTS + 1):
+        batch = f"b{n:04d}"
+        changes = gen.initial() if n == 0 else gen.night()
+        write_changes(root, batch, changes)
+        cycle.run(batch)
+        model.apply(changes)
+        _check(cycle, model, f"seed {seed}, batch {batch}")
+        night = cycle.lake.read_manifest(batch).night
+        for step in night.views:
+            if step.view in INCREMENTAL:
+                modes_seen[step.view].add(step.mode)
+            else:
+                assert step.mode == "recompute"
+    assert all("delta" in modes for modes in modes_seen.values()), modes_seen
+    # HAVING: a group crosses the threshold up, then down again
+    sid = {(r[0], r[2]) for r in model.tables["pos"] if r[2] is not None}
+    below = sorted(k for k in sid if k not in _busy(cycle))
+    store, day = below[0]
+    item = model.tables["items"][0][0]
+    rows = [(store, item, day, 4, None), (store, item, day, 4, None)]
+    _night(cycle, root, model, "b0100", {"pos": [("insert", r) for r in rows]})
+    assert (store, day) in _busy(cycle)
+    _night(cycle, root, model, "b0101", {"pos": [("delete", r) for r in rows]})
+    assert (store, day) not in _busy(cycle)
+    assert check_all(cycle.plan, cycle.lake, cycle.warehouse.read_view) == []  # the DuckDB oracle over the lake
+    # the expectations gate over every mode: clean, then a nested view's stored row off by one
+    assert validate_batch(load_project(root), "b0101", sample=1000).success
+    view = cycle.plan.view("best_day")
+    table = cycle.warehouse.storage_name(view)
+    with cycle.warehouse.engine.begin() as conn:
+        conn.exec_driver_sql(f'UPDATE "{table}" SET _ns_max_1 = _ns_max_1 + 1 WHERE _ns_max_1 IS NOT NULL')
+    with pytest.raises(ValidationFailed) as caught:
+        validate_batch(load_project(root), "b0101", sample=1000)
+    assert ("best_day", "sampled_recompute") in {(f.view, f.check) for f in caught.value.report.failures}
+    cycle.close()
+
+
+def _night(cycle: Cycle, root, model: Model, batch: str, changes: dict) -> None:
+    write_changes(root, batch, changes)
+    cycle.run(batch)
+    model.apply(changes)
+    _check(cycle, model, f"batch {batch}")
+
+
+def test_a_grand_total_over_a_fact_table_that_empties_again(tmp_path, spark, quiet):
+    """Every row deleted: the stored row goes (COUNT(*) reached 0), the served row stays (0, NULL)."""
+    views = {"totals": VIEWS["totals"]}
+    root = make_project(tmp_path / "p", views, maintain="incremental")
+    cycle = Cycle(load_project(root), spark=spark, progress=quiet)
+    model = Model()
+    day = dt.date(2026, 1, 1)
+    first = {"stores": [("insert", (1, "c", "r"))], "items": [("insert", (1, "k", 1.0))],
+             "pos": [("insert", (1, 1, day, 3, None)), ("insert", (1, 1, day, None, None))]}
+    for batch, changes in (("b0", first), ("b1", {"pos": [("delete", r) for _, r in first["pos"]]})):
+        write_changes(root, batch, changes)
+        cycle.run(batch)
+        model.apply(changes)
+        assert bag(cycle.warehouse.read_view(cycle.plan.view("totals"))) == model.recompute(views)["totals"]
+    assert cycle.warehouse.read_view(cycle.plan.view("totals")) == [(0, None, None, None, None)]
+    cycle.close()
