@@ -28,9 +28,9 @@ import sys
 import time
 from pathlib import Path
 
-from nightshift.config import load_project
+from bench.modes import update_night
 from nightshift.cycle import Cycle
-from nightshift.example import RetailGenerator, batch_id, init_project, write_batch
+from nightshift.example import init_project
 
 HERE = Path(__file__).resolve().parent
 OUTER = ("CREATE VIEW best_day AS SELECT storeID, MAX(TotalQuantity) AS best, COUNT(*) AS itemdays "
@@ -69,14 +69,7 @@ def _project(root: Path, kind: str) -> None:
 
 def night(root: Path, rows: int, fraction: float, kind: str) -> dict:
     _project(root, kind)
-    gen = RetailGenerator(seed=42)
-    first = gen.write(root / "lake", rows, 0)[0]
-    cycle = Cycle(load_project(root), progress=lambda m: print(m, flush=True))
-    cycle.run(first)
-    b = batch_id(gen.days + 1)
-    write_batch(root / "lake", "pos", b, gen.update_generating(int(rows * fraction)))
-    propagate = cycle.propagate(b)
-    refresh = cycle.refresh(b)
+    cycle, propagate, refresh = update_night(root, rows, fraction)
     plan = propagate.details.night
     out = {"propagate": propagate.seconds, "refresh": refresh.seconds, "changes": plan.info.rows,
            "sd_rows": {d.view: d.rows for d in propagate.details.deltas},

@@ -263,3 +263,56 @@ def test_batch_and_window_of_runs_with_and_without_a_logical_date(monkeypatch):
     for bad in ("../../etc", "*", "b1/../b2", "b 1"):
         with pytest.raises(ValueError, match=r"manual__3: conf batch_id: batch id .* is not valid"):
             d.batch_of(SimpleNamespace(run_id="manual__3", conf={"batch_id": bad}, logical_date=None))
+
+
+EVERY_MODE = {  # beside Figure 1's four views of the retail example: one view of each other kind
+    "monthly": "CREATE VIEW monthly AS SELECT storeID, CAST(DATE_TRUNC('month', date) AS DATE) AS month, "
+               "COUNT(*) AS n, SUM(qty) AS q FROM pos GROUP BY storeID, CAST(DATE_TRUNC('month', date) AS DATE)",
+    "totals": "CREATE VIEW totals AS SELECT COUNT(*) AS n, SUM(qty) AS q, MAX(price) AS top_price FROM pos",
+    "busy_days": "CREATE VIEW busy_days AS SELECT storeID, date, COUNT(*) AS n FROM pos GROUP BY storeID, date "
+                 "HAVING COUNT(*) >= 3",
+    "best_item_day": "CREATE VIEW best_item_day AS SELECT storeID, MAX(TotalQuantity) AS best, COUNT(*) AS itemdays "
+                     "FROM SID_sales GROUP BY storeID",
+    "store_items": "CREATE VIEW store_items AS SELECT s.storeID, s.city, COUNT(DISTINCT p.itemID) AS items "
+                   "FROM stores s LEFT JOIN pos p ON p.storeID = s.storeID GROUP BY s.storeID, s.city",
+}
+
+
+def _fresh(folder: Path) -> Path:
+    folder.mkdir()
+    return folder
+
+
+def test_dag_keeps_every_mode_and_a_night_stops_at_an_unapplied_change(tmp_path):
+    """The DAG over a project with a view of every mode (computed key, grand total, HAVING, nested,
+    recompute): two nights end to end, validated and published, every view equal to recomputation and
+    the nested view in a later propagate task than the view it reads. Then a view file is added: the
+    next night's first propagate step fails naming the view and `nightshift apply`."""
+    project = tmp_path / "retail"
+    b = init_project(project, "retail", rows=3000, nights=2)
+    for name, sql in EVERY_MODE.items():
+        (project / "sql" / "summaries" / f"{name}.sql").write_text(sql + "\n")
+    modes = {v.name: v.mode for v in load_project(project).plan.views}
+    assert modes["best_item_day"] == "nested" and modes["store_items"] == "recompute" and modes["monthly"] == "delta"
+    result, r = run_dag(_fresh(tmp_path / "a"), project, [{"label": f"n{i}", "day": i, "conf": {"batch_id": b[i]}} for i in (0, 1)])
+    log = r.stdout + r.stderr
+    assert result["import_errors"] == {}, log[-3000:]
+    for i in (0, 1):
+        assert result["runs"][f"n{i}"]["state"] == "success", (states(result["runs"][f"n{i}"]), log[-4000:])
+    docs = result["docs"]
+    level_of = {p.strip(): int(k.rsplit("_", 1)[1]) for k, d in docs.items() if k.startswith("propagate_level_")
+                for p in re.search(r"level \d+: ([^(]*)\(", d).group(1).split(",")}
+    assert level_of["best_item_day"] > level_of["SID_sales"], docs
+    cycle = Cycle(load_project(project), progress=lambda _: None)
+    assert check_all(cycle.plan, cycle.lake, cycle.warehouse.read_view) == []
+    assert all(row.published_at for row in cycle.warehouse.ledger() if row.kind == "batch")
+    cycle.close()
+
+    # an unapplied change stops the next night before propagate (the DAG's first propagate task runs this
+    # same step; tests/test_apply.py covers apply itself)
+    (project / "sql" / "summaries" / "yearly.sql").write_text(
+        "CREATE VIEW yearly AS SELECT CAST(EXTRACT(year FROM date) AS INT) AS y, SUM(qty) AS q FROM pos "
+        "GROUP BY CAST(EXTRACT(year FROM date) AS INT)\n")
+    r = subprocess.run([str(Path(sys.executable).parent / "nightshift"), "propagate", "--project", str(project), "--batch", b[2],
+                        "--level", "0"], capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert r.returncode == 1 and "added yearly; nightshift plan shows how; run nightshift apply" in r.stderr, r.stderr

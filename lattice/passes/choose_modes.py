@@ -14,11 +14,12 @@ nightshift protects:
                are inserted as new keys)
     recompute  rows of the fact table after the batch (old + inserted + deleted, read once)
                + the dimensions it joins + WINDOW_WEIGHT x the view's rows after the batch (a bulk
-               replace; groups estimated as 5.5's estimates are, Cardenas over the domain)
+               replace; groups estimated as 5.5's estimates are, Cardenas over the domain, and at
+               least the summary-delta's rows: on the first load the view is its summary-delta)
 
-Recompute must be strictly cheaper. The first load (an empty base) is a tie in rows for a view fed
-by the change set, and the lattice shares work between views only in the delta mode, so the first
-load keeps summary-deltas (bench/MODES.md measures both). nightshift.toml [views] <name> =
+Recompute must be strictly cheaper. The first load (an empty base) is a tie in rows (both read only
+the batch; the estimates differ by a join's rounding), and the lattice shares work between views only
+in the delta mode, so the first load always keeps summary-deltas (bench/MODES.md measures both). nightshift.toml [views] <name> =
 "incremental" never recomputes, "recompute" always does.
 """
 
@@ -46,6 +47,9 @@ def _choose(view: View, lattice: Lattice, plan: Plan, est: _Estimator, deletes: 
         return ModeChoice(view.name, "recompute", f'nightshift.toml [views] {view.name} = "recompute"', delta, recompute)
     if view.maintain == "incremental":
         return ModeChoice(view.name, "delta", f'nightshift.toml [views] {view.name} = "incremental"', delta, recompute)
+    if not est.table_rows(view.fact)[0]:  # the first load: both read only the batch; the lattice shares work
+        return ModeChoice(view.name, "delta", "the base is empty (the first load): its summary-delta is the table; "
+                          "along the lattice views share work", delta, recompute)
     if recompute < delta:
         why = ("exact MIN/MAX of the groups that lost rows reads the base anyway" if deletes and view.has_min_max
                else "most of the base changed")
@@ -74,4 +78,8 @@ def _recompute_cost(view: View, lattice: Lattice, est: _Estimator) -> int:
     attrs = est.minimal_attributes(node)
     domain = est.domain(attrs, node)[0] if attrs else 1
     groups = domain * (1 - (1 - 1 / domain) ** after) if domain > 1 else min(1, after)  # Cardenas, as 5.5's estimates
+    # the view after the batch holds at least the groups its summary-delta touches (domains measured on
+    # an empty base say nothing: on the first load the view is exactly its summary-delta)
+    estimate = lattice.estimate(view.name)
+    groups = max(groups, estimate.rows if estimate else 0)
     return after + dims + WINDOW_WEIGHT * math.ceil(groups)
