@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import shutil
 import sys
 from pathlib import Path
 
-from bench.modes import MONTHLY
+from bench.modes import MONTHLY, run_line
 from nightshift.config import load_project
 from nightshift.cycle import Cycle
 from nightshift.example import RetailGenerator, init_project
@@ -53,15 +52,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def write_report(out: Path, args, load: float, apply_s: float, full_s: float, month_rows: int, views: dict) -> None:
-    import pyspark
-
-    cmd = "python -m bench.apply " + " ".join(sys.argv[1:])
     lines = [
         "# Adding a month-keyed view: nightshift apply vs a full materialize (bench/apply.py, issue 20)",
         "",
-        f"Command: `.venv/bin/{cmd.strip()}` from the repository root. Machine: {platform.machine()}, {os.cpu_count()} "
-        f"cores, Python {platform.python_version()}, Spark {pyspark.__version__} local[2], DuckDB warehouse. "
-        f"Load average at the start: {load:.2f}.",
+        run_line("apply", load),
         "",
         f"Figure 1's four views over {args.pos:,} pos rows, then `sM_sales` (storeID, month) added "
         f"({month_rows:,} rows).",

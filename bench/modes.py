@@ -88,6 +88,16 @@ def update_night(root: Path, rows: int, fraction: float):
     return cycle, cycle.propagate(b), cycle.refresh(b)
 
 
+def run_line(module: str, load: float) -> str:
+    """The report line naming the command that reran it, the machine and its load at the start."""
+    import pyspark
+
+    cmd = f"python -m bench.{module} " + " ".join(sys.argv[1:])
+    return (f"Command: `.venv/bin/{cmd.strip()}` from the repository root. Machine: {platform.machine()}, "
+            f"{os.cpu_count()} cores, Python {platform.python_version()}, Spark {pyspark.__version__} local[2], "
+            f"DuckDB warehouse. Load average at the start: {load:.2f}.")
+
+
 def month_night(root: Path, rows: int, fraction: float, monthly: bool) -> dict:
     _project(root, "incremental", monthly)  # the night's own cost, never traded for a recompute
     cycle, propagate, refresh = update_night(root, rows, fraction)
@@ -101,18 +111,13 @@ def month_night(root: Path, rows: int, fraction: float, monthly: bool) -> dict:
 
 
 def write_report(out: Path, args, load: float, first: dict, night: dict) -> None:
-    import pyspark
-
-    cmd = "python -m bench.modes " + " ".join(sys.argv[1:])
     a, i = first["auto"], first["incremental"]
     w, wo = night["with"], night["without"]
     chosen = sorted(set(a["modes"].values()))
     lines = [
         "# Delta or recompute per night, and a computed group key (bench/modes.py, issue 17)",
         "",
-        f"Command: `.venv/bin/{cmd.strip()}` from the repository root. Machine: {platform.machine()}, {os.cpu_count()} "
-        f"cores, Python {platform.python_version()}, Spark {pyspark.__version__} local[2], DuckDB warehouse. "
-        f"Load average at the start: {load:.2f}.",
+        run_line("modes", load),
         "",
         f"## The first load ({args.first_load:,} pos rows into an empty project)",
         "",

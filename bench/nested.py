@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import shutil
 import sys
 import time
 from pathlib import Path
 
-from bench.modes import update_night
+from bench.modes import run_line, update_night
 from nightshift.cycle import Cycle
 from nightshift.example import init_project
 
@@ -95,9 +94,6 @@ def _warehouse_recompute(cycle: Cycle) -> tuple[int, float]:
 
 
 def write_report(out: Path, args, load: float, r: dict) -> None:
-    import pyspark
-
-    cmd = "python -m bench.nested " + " ".join(sys.argv[1:])
     base, nest, rec = r["figure1"], r["nested"], r["recompute"]
 
     def row(label: str, x: dict) -> str:
@@ -107,9 +103,7 @@ def write_report(out: Path, args, load: float, r: dict) -> None:
     lines = [
         "# A view over a summary view: nested mode vs recompute (bench/nested.py, issue 18)",
         "",
-        f"Command: `.venv/bin/{cmd.strip()}` from the repository root. Machine: {platform.machine()}, {os.cpu_count()} "
-        f"cores, Python {platform.python_version()}, Spark {pyspark.__version__} local[2], DuckDB warehouse. "
-        f"Load average at the start: {load:.2f}.",
+        run_line("nested", load),
         "",
         f"One update-generating night of {nest['changes']:,} pos changes on {args.pos:,} pos rows. The outer view:",
         "",

@@ -185,8 +185,8 @@ def _layer_lines(project) -> list[str]:
     describes; a line saying why not when the warehouse cannot be read."""
     if not project.warehouse_url:
         return ["(no warehouse url here: set NIGHTSHIFT_WAREHOUSE_URL to compare with the built summary tables)"]
+    warehouse = Warehouse(project.warehouse_url, project.root)
     try:
-        warehouse = Warehouse(project.warehouse_url, project.root)
         ledger = warehouse.ledger()
         if not ledger:
             return ["no summary tables built yet (the first night or nightshift materialize builds them)"]
@@ -197,8 +197,7 @@ def _layer_lines(project) -> list[str]:
     except NightshiftError as e:
         return [f"(could not compare with the built summary tables: {e})"]
     finally:
-        if "warehouse" in locals():
-            warehouse.dispose()
+        warehouse.dispose()
 
 
 def _materialize(args) -> int:

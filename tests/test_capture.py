@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import BACKENDS
-from harness import ARROW, COLUMNS, FIGURE_1, BatchGenerator, Model, make_project, write_changes
+from harness import ARROW, COLUMNS, FIGURE_1, BatchGenerator, Model, make_project, run_nights, write_changes
 from nightshift.capture import Source, capture, chosen_sources, configured_sources, source_path
 from nightshift.config import load_project
 from nightshift.cycle import Cycle
@@ -101,11 +101,7 @@ def template(tmp_path_factory, spark_session):
     model = Model()
     gen = BatchGenerator(17, model)
     cycle = Cycle(load_project(root), spark=spark_session, progress=lambda _: None)
-    for batch in ("b0000", "b0001"):
-        changes = gen.initial() if batch == "b0000" else gen.night()
-        write_changes(root, batch, changes)
-        cycle.run(batch)
-        model.apply(changes)
+    run_nights(cycle, root, gen, model, 1)
     cycle.close()
     return root, model
 

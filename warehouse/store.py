@@ -218,15 +218,7 @@ class Warehouse:
         with self.engine.begin() as conn:
             d.lock(conn)
             for view in plan.views:
-                self.dialect.run(conn, f"DROP VIEW IF EXISTS {d.serving(view)}")
-                self.dialect.run(conn, f"DROP TABLE IF EXISTS {d.table(view)}")
-                columns = tuple(tuple(c) for c in (stats.get(view.name) or {}).get("columns") or ())
-                if not view.incremental and not columns:
-                    continue
-                self._create(conn, view, columns)
-                files = sorted(parquet_dirs[view.name].glob("*.parquet"))
-                if files:
-                    d.load_parquet(conn, view, files, columns=columns)
+                self._rebuild(conn, view, parquet_dirs[view.name], stats)
             self._append_ledger(conn, f"materialize@{position or 'empty'}", "materialize", plan, position,
                                 {**stats, LEDGER_KEY: describe(plan)})
 
@@ -243,25 +235,32 @@ class Warehouse:
                 raise WarehouseError(f"apply: the summary tables moved to {ledger[-1].position or 'empty'} while the views "
                                      f"were computed at {position or 'empty'}; rerun nightshift apply")
             for name in change.dropped:
-                gone = _dropped_view(name, change.built.get(name) or {})
-                d.run(conn, f"DROP VIEW IF EXISTS {d.serving(gone)}")
-                d.run(conn, f"DROP TABLE IF EXISTS {d.table(gone)}")
+                self._drop(conn, _dropped_view(name, change.built.get(name) or {}))
                 progress(f"apply: dropped {name}")
             checkpoint("apply:after_drop")
             for name in change.rebuild:
-                view = plan.view(name)
-                d.run(conn, f"DROP VIEW IF EXISTS {d.serving(view)}")
-                d.run(conn, f"DROP TABLE IF EXISTS {d.table(view)}")
-                columns = tuple(tuple(c) for c in (stats.get(view.name) or {}).get("columns") or ())
-                if view.incremental or columns:
-                    self._create(conn, view, columns)
-                    files = sorted(parquet_dirs[view.name].glob("*.parquet"))
-                    if files:
-                        d.load_parquet(conn, view, files, columns=columns)
+                self._rebuild(conn, plan.view(name), parquet_dirs[name], stats)
                 progress(f"apply: built {name}")
                 checkpoint(f"apply:after_view:{name}")
             self._append_ledger(conn, f"apply@{position or 'empty'}", "apply", plan, position,
                                 {**stats, LEDGER_KEY: describe(plan)})
+
+    def _drop(self, conn, view: View) -> None:
+        self.dialect.run(conn, f"DROP VIEW IF EXISTS {self.dialect.serving(view)}")
+        self.dialect.run(conn, f"DROP TABLE IF EXISTS {self.dialect.table(view)}")
+
+    def _rebuild(self, conn, view: View, parquet_dir: Path, stats: dict) -> None:
+        """Replace a summary table (and its serving view) by the rows in `parquet_dir`. A recompute view
+        is created with the column types its result has (stats[view]["columns"]); without them (an empty
+        project: nothing computed yet) its table waits for the first refresh."""
+        self._drop(conn, view)
+        columns = tuple(tuple(c) for c in (stats.get(view.name) or {}).get("columns") or ())
+        if not view.incremental and not columns:
+            return
+        self._create(conn, view, columns)
+        files = sorted(parquet_dir.glob("*.parquet"))
+        if files:
+            self.dialect.load_parquet(conn, view, files, columns=columns)
 
     def _create(self, conn, view: View, columns: tuple[tuple[str, str], ...] = ()) -> None:
         for ddl in self.dialect.summary_ddl(view, columns):
