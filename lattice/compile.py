@@ -7,6 +7,7 @@
     with_view_tables  Schema + Views read         -> Schema          (an incremental view another reads is a table)
     parse_view        ViewStatement               -> ParsedView      delta (or nested) mode, or NotIncremental ...
     normalize         ParsedView                  -> View            (AVG -> SUM/COUNT, hidden counts, HAVING)
+    split             ViewStatement               -> A + outer view  ... auxiliary mode (DISTINCT aggregates), else
     recompute_view    ViewStatement + reason      -> View            ... then the view is kept by recompute
     check_names       Views                       -> Plan            (names unique, no clashes)
 """
@@ -20,6 +21,7 @@ from sqlglot import exp
 
 from lattice.errors import ConfigError, NotIncremental, UnsupportedView
 from lattice.ir import MAINTAIN, FunctionalDependency, Plan, Schema, View
+from lattice.passes.auxiliary import split
 from lattice.passes.functions import check_functions
 from lattice.passes.nested import with_view_tables
 from lattice.passes.normalize import normalize
@@ -43,29 +45,38 @@ def compile_project(
     settings = _settings(maintain, names)
     _check_statement_names(statements)
     compiled: dict[str, View] = {}
+    auxiliary: list[View] = []
     for st in view_order(statements, names):
         read = [compiled[n] for n in _reads(st, names) if compiled[n].incremental]
-        compiled[st.name.lower()] = compile_view(st, with_view_tables(schema, read), names,
-                                                 settings.get(st.name.lower(), "auto"))
+        view, aux = compile_view(st, with_view_tables(schema, read), names, settings.get(st.name.lower(), "auto"))
+        compiled[st.name.lower()] = view
+        auxiliary += aux
     views = tuple(compiled[s.name.lower()] for s in view_order(statements, names))
     _check_names(views)
-    read = {r.lower() for v in views if v.incremental for r in v.reads}
-    schema = with_view_tables(schema, [v for v in views if v.name.lower() in read])
+    _check_auxiliary_names(views, auxiliary)
+    read = {r.lower() for v in (*auxiliary, *views) if v.incremental for r in v.reads}
+    schema = with_view_tables(schema, [v for v in (*auxiliary, *views) if v.name.lower() in read])
     digest = hashlib.sha256()
     for part in [schema_sql, *(f"{f}\0{t}" for f, t in sorted(view_files.items())), repr(dependencies), repr(maintain)]:
         digest.update(part.encode())
         digest.update(b"\0")
-    return Plan(schema=schema, views=views, dependencies=dependencies, fingerprint=digest.hexdigest()[:16])
+    return Plan(schema=schema, views=views, dependencies=dependencies, fingerprint=digest.hexdigest()[:16],
+                auxiliary=tuple(auxiliary))
 
 
-def compile_view(statement: ViewStatement, schema: Schema, names: frozenset[str], maintain: str = "auto") -> View:
+def compile_view(statement: ViewStatement, schema: Schema, names: frozenset[str], maintain: str = "auto"
+                 ) -> tuple[View, tuple[View, ...]]:
     """The view in the cheapest mode that keeps it exactly: delta when paper 001's rules cover it
-    (nested when its fact table is another summary view), else recompute (with the reason);
-    [views] <name> = "incremental" makes the latter an error."""
+    (nested when its fact table is another summary view), auxiliary when its DISTINCT aggregates
+    are kept over an auxiliary view (returned beside it, lake only), else recompute (with the
+    reason); [views] <name> = "incremental" makes the latter an error."""
     check_functions(statement.query, f"{statement.file}: view {statement.name}")
     try:
         view = normalize(parse_view(statement, schema, names))
     except NotIncremental as e:
+        kept = _auxiliary(statement, schema, names) if maintain != "recompute" else None
+        if kept is not None:
+            return replace(kept[0], maintain=maintain), kept[1]
         if maintain == "incremental":
             raise NotIncremental(f"{e}; nightshift.toml [views] {statement.name} = \"incremental\" forbids keeping it "
                                  f"by recompute (remove the setting, or rewrite the view)") from None
@@ -74,7 +85,38 @@ def compile_view(statement: ViewStatement, schema: Schema, names: frozenset[str]
     if inner is not None:
         view = replace(view, mode="nested", reads=(inner,),
                        reason=f"reads {inner}'s summary-delta as updates (paper 000, 6) and its lake copy")
-    return replace(view, maintain=maintain)
+    return replace(view, maintain=maintain), ()
+
+
+def _auxiliary(statement: ViewStatement, schema: Schema, names: frozenset[str]) -> tuple[View, tuple[View]] | None:
+    """The auxiliary mode (lattice/passes/auxiliary.py): the view over its auxiliary view A, and A (a
+    delta-mode view of base tables, lake only); None when the rewrite does not cover the view."""
+    parts = split(statement)
+    if parts is None:
+        return None
+    try:
+        aux = normalize(parse_view(parts.auxiliary, schema, names))
+        if aux.mode != "delta" or schema.table(aux.fact).view is not None:
+            return None  # DISTINCT over another summary view's rows: recompute
+        outer = normalize(parse_view(parts.outer, with_view_tables(schema, [aux]), names | {aux.name.lower()}))
+    except (NotIncremental, UnsupportedView):
+        return None
+    why = "; ".join(f"{c}: {w}" for c, w in parts.columns)
+    aux = replace(aux, reason=f"auxiliary view of {statement.name} (paper 002): per group, each value of "
+                              f"{parts.argument} with its multiplicity; columns {why}")
+    view = replace(outer, sql=statement.query.sql(), mode="auxiliary", reads=(aux.name,),
+                   reason=f"DISTINCT aggregates over {parts.argument} kept from the auxiliary view {aux.name} "
+                          f"(paper 002, lake only): its changed groups re-aggregated as updates (paper 000, 6)")
+    return view, (aux,)
+
+
+def _check_auxiliary_names(views: tuple[View, ...], auxiliary: list[View]) -> None:
+    names = {v.name.lower(): v for v in views}
+    for a in auxiliary:
+        if a.name.lower() in names:
+            v = names[a.name.lower()]
+            raise UnsupportedView(f"{v.file}: view {v.name}: the name {a.name} is reserved for an auxiliary view "
+                                  f"(rename the view)")
 
 
 def view_order(statements: list[ViewStatement], names: frozenset[str]) -> list[ViewStatement]:

@@ -239,7 +239,7 @@ def minmax_recompute(view: View, arg: Argument, changed: frozenset[str]) -> str:
     )
 
 
-def lost_groups(view: View, weakly_minimal: bool = False) -> str:
+def lost_groups(view: View, weakly_minimal: bool = False, old: str | None = None) -> str:
     """The groups of sd_<view> whose MIN/MAX must be recomputed exactly (__ns_lost_<view>).
 
     Every group that lost rows, or, when the changes to the view's join are weakly minimal (4.3:
@@ -248,7 +248,11 @@ def lost_groups(view: View, weakly_minimal: bool = False) -> str:
     MAX) of the inserted values. Otherwise the refresh's LEAST(t.m, δt.m) is exact: either every
     deleted value exceeds t.m, so t.m survives, or the smallest deleted one is t.m and the inserted
     minimum is at most that, so it is the new minimum. The paper's test δt.m = t.m needs t.m, which
-    propagate never reads; this one needs only the changes."""
+    propagate never reads; this one needs only the changes.
+
+    old: the relation of the view's stored rows before the batch (its lake copy), for 000 5's C_i: a
+    group is recomputed only when a deleted value reaches its old extreme t.m and no inserted value
+    re-establishes it (δt.m beyond t.m, or none); a group without an old extreme is recomputed."""
     keys = ", ".join(q(k.name) for k in view.keys) or "1 AS _one"
     sd = rel("sd", view.name)
     if not weakly_minimal:
@@ -264,12 +268,22 @@ def lost_groups(view: View, weakly_minimal: bool = False) -> str:
     for s in view.stored:
         if s.kind in ("min", "max"):
             d, c, cmp = q(f"_d_{s.kind}_{s.arg}"), f"{q('sd')}.{q(s.column)}", "<" if s.kind == "min" else ">"
-            tests.append(f"({q('dl')}.{d} IS NOT NULL AND ({c} IS NULL OR {q('dl')}.{d} {cmp} {c}))")
+            if old is None:
+                tests.append(f"({q('dl')}.{d} IS NOT NULL AND ({c} IS NULL OR {q('dl')}.{d} {cmp} {c}))")
+            else:
+                t = f"{q('t')}.{q(s.column)}"
+                reaches, beyond = ("<=", ">") if s.kind == "min" else (">=", "<")
+                tests.append(f"({q('dl')}.{d} IS NOT NULL AND ({t} IS NULL OR ({q('dl')}.{d} {reaches} {t} "
+                             f"AND ({c} IS NULL OR {c} {beyond} {t}))))")
     on = " AND ".join(f"{q('sd')}.{q(k.name)} IS NOT DISTINCT FROM {q('dl')}.{q(k.name)}" for k in view.keys) or "1 = 1"
     picked = ", ".join(f"{q('sd')}.{q(k.name)}" for k in view.keys) or "1 AS _one"
+    extreme = ""
+    if old is not None:
+        on_old = " AND ".join(f"{q('sd')}.{q(k.name)} IS NOT DISTINCT FROM {q('t')}.{q(k.name)}" for k in view.keys)
+        extreme = f"\nLEFT JOIN {old} AS {q('t')} ON {on_old or '1 = 1'}"
     return (
-        f"SELECT DISTINCT {picked}, 1 AS {q('_ns_l')}\nFROM {sd} AS {q('sd')}\nJOIN (\n{deleted}\n) AS {q('dl')} ON {on}\n"
-        f"WHERE {q('sd')}.{q(LOST)} = 1 AND ({' OR '.join(tests) or 'FALSE'})"
+        f"SELECT DISTINCT {picked}, 1 AS {q('_ns_l')}\nFROM {sd} AS {q('sd')}\nJOIN (\n{deleted}\n) AS {q('dl')} ON {on}"
+        f"{extreme}\nWHERE {q('sd')}.{q(LOST)} = 1 AND ({' OR '.join(tests) or 'FALSE'})"
     )
 
 

@@ -152,7 +152,7 @@ class Output:
     count_column: str | None = None  # for avg: the COUNT(e) column
 
 
-MODES = ("delta", "nested", "recompute")  # how a view is kept (DESIGN.md: "four modes"; auxiliary lands with issue 19)
+MODES = ("delta", "auxiliary", "nested", "recompute")  # how a view is kept (DESIGN.md: "four modes")
 MAINTAIN = ("auto", "incremental", "recompute")  # nightshift.toml [views] <name> = ...
 
 
@@ -186,6 +186,12 @@ class View:
         return self.mode != "recompute"
 
     @property
+    def over_views(self) -> bool:
+        """Kept from another view's summary-delta as updates (paper 000): nested mode, and auxiliary mode
+        (the view over its auxiliary view, paper 002)."""
+        return self.mode in ("nested", "auxiliary")
+
+    @property
     def has_min_max(self) -> bool:
         return any(s.kind in ("min", "max") for s in self.stored)
 
@@ -202,16 +208,22 @@ class Plan:
     """The compiled project: what `nightshift plan` prints and every step executes."""
 
     schema: Schema
-    views: tuple[View, ...]
+    views: tuple[View, ...]  # the summary views the warehouse serves
     dependencies: tuple[FunctionalDependency, ...] = ()
     fingerprint: str = ""
+    auxiliary: tuple[View, ...] = ()  # auxiliary views (paper 002): delta-mode views kept in the lake only
 
     def view(self, name: str) -> View:
         low = name.lower()
-        for v in self.views:
+        for v in self.lake_views:
             if v.name.lower() == low:
                 return v
         raise KeyError(name)
+
+    @property
+    def lake_views(self) -> tuple[View, ...]:
+        """Every view propagate keeps, in plan order (a view after the views it reads): the auxiliary views (never in the warehouse), then the served views."""
+        return self.auxiliary + self.views
 
     @property
     def fact_tables(self) -> tuple[str, ...]:
@@ -219,14 +231,16 @@ class Plan:
 
     @property
     def incremental_views(self) -> tuple[View, ...]:
-        """The views of the D-lattice (every mode but recompute)."""
-        return tuple(v for v in self.views if v.incremental)
+        """The views of the D-lattice (every mode but recompute; auxiliary views included)."""
+        return tuple(v for v in self.lake_views if v.incremental)
 
     @property
     def copied_views(self) -> tuple[View, ...]:
-        """The incremental views a nested view reads: the lake keeps a copy of each (paper 000)."""
-        read = {r.lower() for v in self.views if v.mode == "nested" for r in v.reads}
-        return tuple(v for v in self.views if v.name.lower() in read)
+        """The views the lake keeps a copy of (paper 000): every incremental view a nested or auxiliary-mode view reads (its
+        old rows), and every nested view with MIN/MAX (its old extremes: 5's C_i recomputes a group only
+        when its extreme was deleted and not re-established, which needs the extreme)."""
+        read = {r.lower() for v in self.lake_views if v.over_views for r in v.reads}
+        return tuple(v for v in self.lake_views if v.name.lower() in read or (v.over_views and v.has_min_max))
 
 
 # ---------------------------------------------------------------- the D-lattice (paper 001, Section 5)

@@ -22,11 +22,13 @@ _FIELDS = (("keys", "group keys"), ("aggregates", "aggregates"), ("filter", "fil
 
 
 def describe(plan: Plan) -> dict[str, dict]:
-    """Each view's fingerprint and description, by name (plan order)."""
+    """Each served view's fingerprint and description, by name (plan order). An auxiliary view is part
+    of the definition of the view it serves (its fingerprint goes into that view's), never its own entry."""
     out: dict[str, dict] = {}
-    for v in plan.views:
+    for v in plan.lake_views:
         out[v.name] = {"fingerprint": _fingerprint(plan, v, out), **_description(v)}
-    return out
+    served = {v.name for v in plan.views}
+    return {name: d for name, d in out.items() if name in served}
 
 
 def _description(v: View) -> dict:

@@ -137,8 +137,9 @@ def _plan(args) -> int:
     lattice = night.lattice if night and night.lattice else build_lattice(plan)
     recompute = tuple((v.name, v.reason) for v in plan.views if not v.incremental)
     files = render.write_files(lattice, Path(args.out) if args.out else project.root, actual, recompute)
+    manifest = Lake(project.lake).read_manifest(night.batch) if night else None
     if args.json:
-        print(json.dumps(render.plan_dict(plan, lattice, actual, night), indent=1))
+        print(json.dumps(render.plan_dict(plan, lattice, actual, night, manifest and manifest.rows_read), indent=1))
         return 0
     print(render.plan_text(plan, project.options, night))
     print("\nagainst the warehouse:\n" + "\n".join(_layer_lines(project)))
@@ -146,6 +147,8 @@ def _plan(args) -> int:
              "costed with default statistics (no batch propagated yet)")
     print(f"\n{render.to_text(lattice, actual)}\n({basis})")
     print(render.levels_text(night.levels if night else render.shape_levels(plan)))
+    if manifest is not None:
+        print(render.rows_read_text(plan, manifest.rows_read))
     print(f"wrote {', '.join(str(f) for f in files)}")
     return 0
 

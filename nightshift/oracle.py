@@ -78,8 +78,8 @@ def recompute_duckdb(con: duckdb.DuckDBPyConnection, view: View) -> list[tuple]:
 def define_views(con: duckdb.DuckDBPyConnection, plan: Plan) -> None:
     """Every summary view another view reads, as a DuckDB view of its own SQL (plan order puts the
     views a view reads before it)."""
-    read = {r.lower() for v in plan.views for r in v.reads}
-    for v in plan.views:
+    read = {r.lower() for v in plan.lake_views for r in v.reads}
+    for v in plan.lake_views:  # auxiliary views too: an auxiliary-mode view's IR reads its own
         if v.name.lower() in read:
             names = ", ".join(ident(o.name) for o in v.outputs)
             con.execute(f"CREATE VIEW {ident(v.name)}({names}) AS {to_dialect(v.sql, 'duckdb')}")

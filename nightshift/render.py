@@ -21,6 +21,7 @@ from lattice import emit
 from lattice.dlattice import lattice_shape
 from lattice.graph import levels, topological_order
 from lattice.ir import Edge, JoinStep, Lattice, LatticeNode, Plan
+from runtime.manifest import RowsRead
 from runtime.night import NightPlan
 from runtime.options import Options
 from runtime.serial import to_json as serial_json
@@ -48,6 +49,8 @@ def plan_text(plan: Plan, options: Options, night: NightPlan | None = None) -> s
             if night is not None:
                 lines += _night_lines(night, v.name)
             continue
+        if v.over_views:
+            lines.append(f"  why: {v.reason}")
         joins = ", ".join(f"{j.child}.{'/'.join(j.child_columns)} -> {j.parent}" for j in v.joins) or "none"
         lines.append(f"  fact {v.fact}; joins: {joins}")
         if v.where:
@@ -68,6 +71,15 @@ def plan_text(plan: Plan, options: Options, night: NightPlan | None = None) -> s
             lines.append("  refresh (4.3): every summary-delta group declared new ([refresh] new_keys), verified each night")
         if night is not None:
             lines += _night_lines(night, v.name)
+    for a in plan.auxiliary:
+        lines += ["", f"{a.name}  (auxiliary view, lake only: lake/base/{a.name}/, never a warehouse table)",
+                  f"  why: {a.reason}",
+                  f"  fact {a.fact}; joins: {', '.join(f'{j.child} -> {j.parent}' for j in a.joins) or 'none'}"
+                  + (f"; filter: {a.where}" if a.where else ""),
+                  "  group by: " + ", ".join(_key_text(k) for k in a.keys),
+                  f"  stored: {', '.join(f'{s.column} {s.kind}' for s in a.stored)}"]
+        if night is not None:
+            lines += _night_lines(night, a.name)
     return "\n".join(lines)
 
 
@@ -84,7 +96,9 @@ def _night_lines(night: NightPlan, view: str) -> list[str]:
     where = "the change set" if node.from_changes else f"sd_{node.parent} (5.1)"
     pre = f", pre-aggregated by {', '.join(node.preaggregated_by)}" if node.preaggregated_by else ""
     exact = {"": "", "lost": "; exact MIN/MAX for every group that lost rows",
-             "weakly_minimal": "; exact MIN/MAX for groups a deleted extreme undercuts (4.3, weakly minimal)"}
+             "weakly_minimal": "; exact MIN/MAX for groups a deleted extreme undercuts (4.3, weakly minimal)",
+             "extreme_deleted": "; exact MIN/MAX for groups whose old extreme (lake copy) was deleted and not "
+                                "re-established (000 5's C_i)"}
     return [f"  night {night.batch}: {step.mode} mode ({step.reason}); summary-delta from {where}{pre}, level "
             f"{node.level}, part={step.part}{exact[step.exact_minmax]}"]
 
@@ -106,11 +120,32 @@ def levels_text(tiers: tuple[tuple[str, ...], ...]) -> str:
     return "\n".join(lines)
 
 
-def plan_dict(plan: Plan, lattice: Lattice, actual: Rows, night: NightPlan | None) -> dict:
-    """`nightshift plan --json`: the compiled plan, the lattice, the levels and the night's plan."""
+def rows_read_text(plan: Plan, rows_read: tuple[RowsRead, ...] | None) -> str:
+    """What the night's propagate read, per source of the lake, as Spark's scans measured it (the
+    manifest's rows_read), and whether it read each fact table's base: measured, not claimed."""
+    if rows_read is None:
+        return ("rows read by propagate: not measured (a manifest written before nightshift measured them, or "
+                "Spark's listener bus did not deliver the step's events in time)")
+    lines = ["rows read by propagate (Spark SQL metrics: the rows of the row groups each Parquet scan read, "
+             "before filters; a cached relation once):"]
+    lines += [f"  {r.kind:<8} {r.name:<28} {r.rows:>13,} rows" + (f" in {r.scans} scan(s)" if r.scans else "")
+              for r in rows_read] or ["  nothing (no Parquet scan)"]
+    base = {t.name for t in plan.schema.base_tables}
+    for fact in (f for f in plan.fact_tables if f in base):
+        r = next((r for r in rows_read if (r.kind, r.name) == ("base", fact)), None)
+        lines.append(f"  fact table {fact}: " + (f"base read, {r.rows:,} rows in {r.scans} scan(s)" if r and r.rows
+                                                 else "base not read"))
+    return "\n".join(lines)
+
+
+def plan_dict(plan: Plan, lattice: Lattice, actual: Rows, night: NightPlan | None,
+              rows_read: tuple[RowsRead, ...] | None = None) -> dict:
+    """`nightshift plan --json`: the compiled plan, the lattice, the levels, the night's plan and what its
+    propagate read (rows_read, when measured)."""
     return {**dataclasses.asdict(plan), "lattice": to_dict(lattice, actual),
             "levels": [list(t) for t in (night.levels if night else shape_levels(plan))],
-            "night": serial_json(night) if night else None}
+            "night": serial_json(night) if night else None,
+            "rows_read": serial_json(rows_read) if rows_read is not None else None}
 
 
 # ------------------------------------------------------------------ shared pieces

@@ -86,13 +86,38 @@ class Lake:
         return self.delta_root(batch) / "_manifest.json"
 
     def copy_update_dir(self, batch: str, view: str) -> Path:
-        """The new stored rows of the groups batch <ID> changes in a view nested views read: propagate
+        """The new stored rows of the groups batch <ID> changes in a view the lake copies: propagate
         writes them, apply-base makes them part of the view's next lake copy (lake/base/<view>/)."""
         return self.delta_root(batch) / "_copies" / rel("copy", view)
 
     def node_dir(self, batch: str, node: str) -> Path:
         """Where propagate --level stores the summary-delta of lattice point `node` for later levels."""
         return self.delta_root(batch) / "_nodes" / rel("sd", node)
+
+    def source_of(self, path: str, night: NightPlan) -> tuple[str, str]:
+        """What a folder or file a Spark scan of `night`'s propagate read is, as (kind, name) of
+        runtime.manifest.RowsRead: the layout above read backwards. `path` as Spark lists it (a URI
+        such as file:/lake/base/pos/v-b1 or a plain path)."""
+        local = Path(re.sub(r"^file:(//)?", "", path))
+        try:
+            parts = local.resolve().relative_to(self.root.resolve()).parts
+        except ValueError:
+            return "other", path
+        copied = {c.view for c in night.copies}
+        if len(parts) >= 2 and parts[0] == "base":
+            return ("copy" if parts[1] in copied else "base"), parts[1]
+        if len(parts) >= 2 and parts[0] == "changes":
+            return "changes", parts[1]
+        if len(parts) >= 3 and parts[:2] == ("deltas", f"batch_id={night.batch}"):
+            folder = parts[3] if len(parts) >= 4 else ""
+            names = {"_nodes": {rel("sd", n.node): n.node for n in night.nodes},
+                     "_copies": {rel("copy", v): v for v in copied}}.get(parts[2])
+            if names is not None and folder in names:
+                return ("node" if parts[2] == "_nodes" else "update"), names[folder]
+            part = {f"part={v.part}": v.view for v in night.views}.get(parts[2])
+            if part is not None:
+                return "delta", part
+        return "other", path
 
     def level_path(self, batch: str, level: int) -> Path:
         return self.delta_root(batch) / "_levels" / f"level-{level}.json"

@@ -3,7 +3,8 @@
 Written last by propagate (lake/deltas/batch_id=<ID>/_manifest.json): its presence says the
 summary-deltas of batch <ID> are complete. Refresh reads where each view's summary-delta is and what
 4.3 may rely on; validate reads the parents propagate chose; `nightshift plan --batch ID` prints the
-night. Versioned: a manifest of another version is stale and propagate is rerun.
+night. Versioned: a manifest of another version is stale and propagate is rerun. A field added with a
+default (rows_read) keeps the version: a manifest written before it loads with the default.
 """
 
 from __future__ import annotations
@@ -29,6 +30,42 @@ class DeltaResult:
 
 
 @dataclass(frozen=True)
+class RowsRead:
+    """The rows propagate's Spark scans read from one source of the lake (issue 19: "never reads the
+    base" measured, not claimed): Spark's "number of output rows" of every Parquet scan of the step, i.e.
+    the rows of the row groups it read, before any filter; a cached relation's scan counts once.
+
+    kind: 'base' (a base table's current version, lake/base/<t>/), 'copy' (the lake copy of a view nested
+    views read, lake/base/<view>/), 'changes' (the batch's change files of a table), 'node' (a lattice
+    point an earlier level stored, _nodes/), 'delta' (a view's summary-delta an earlier level wrote,
+    part=<i>/), 'update' (tonight's new rows of a copied view's changed groups, _copies/), 'other' (name:
+    the path)."""
+
+    kind: str
+    name: str
+    rows: int
+    scans: int  # how many scans read rows of it (a table scanned twice counts its rows twice)
+
+    @property
+    def source(self) -> str:
+        return f"{self.kind} {self.name}"
+
+
+def add_rows_read(parts) -> tuple[RowsRead, ...] | None:
+    """The sum per source of several measurements (the levels of one night), most rows first; None when
+    any part was not measured."""
+    total: dict[tuple[str, str], RowsRead] = {}
+    for part in parts:
+        if part is None:
+            return None
+        for r in part:
+            old = total.get((r.kind, r.name))
+            total[(r.kind, r.name)] = r if old is None else RowsRead(r.kind, r.name, old.rows + r.rows,
+                                                                      old.scans + r.scans)
+    return tuple(sorted(total.values(), key=lambda r: (-r.rows, r.kind, r.name)))
+
+
+@dataclass(frozen=True)
 class LevelRecord:
     """propagate --level K ran for this plan and base state (lake/deltas/batch_id=<ID>/_levels/level-K.json)."""
 
@@ -37,6 +74,7 @@ class LevelRecord:
     level: int
     deltas: tuple[DeltaResult, ...]
     seconds: float = 0.0
+    rows_read: tuple[RowsRead, ...] | None = None  # what this level's Spark scans read (None: not measured)
 
 
 @dataclass(frozen=True)
@@ -45,6 +83,9 @@ class Manifest:
     night: NightPlan
     deltas: tuple[DeltaResult, ...]
     seconds: float = 0.0
+    # what propagate's Spark scans read, per source (with --level: every level's, added up); None: not
+    # measured (a manifest written before nightshift measured it, or Spark's listener bus did not drain)
+    rows_read: tuple[RowsRead, ...] | None = None
 
     @property
     def batch(self) -> str:
@@ -63,3 +104,7 @@ class Manifest:
 
     def actual_rows(self) -> dict[str, int]:
         return {d.view: d.rows for d in self.deltas}
+
+    def read(self, kind: str, name: str) -> RowsRead:
+        """The rows read from one source (zero rows and scans when no scan read it)."""
+        return next((r for r in self.rows_read or () if (r.kind, r.name) == (kind, name)), RowsRead(kind, name, 0, 0))

@@ -73,7 +73,9 @@ class ViewStep:
     part: int  # its summary-delta lands in lake/deltas/batch_id=<ID>/part=<part>/, columns prefixed v<part>__
     mode: str = "delta"  # 'delta': its summary-delta (paper 001); 'recompute': its whole contents, replaced
     reason: str = "COUNT/SUM/AVG/MIN/MAX over the fact table and its foreign-key dimensions (paper 001)"
-    exact_minmax: str = ""  # '' none | 'lost' every group that lost rows | 'weakly_minimal' 4.3's tighter test
+    # '' none | 'lost' every group that lost rows | 'weakly_minimal' 4.3's tighter test | 'extreme_deleted'
+    # 000 5's C_i: the groups whose old extreme (from the view's lake copy) went and was not re-established
+    exact_minmax: str = ""
     level: int = 0  # the propagate --level that computes it
     nested: bool = False  # it reads another summary view (its change set: that view's updates)
 
@@ -84,11 +86,12 @@ class ViewStep:
 
 @dataclass(frozen=True)
 class CopyStep:
-    """A view other views read (the nested mode): tonight its changed groups become the change set of
-    the table they read, and its lake copy's next version (spark_jobs/nested.py)."""
+    """A view the lake keeps a copy of (Plan.copied_views): tonight its changed groups become the change
+    set of the table nested views read, and its lake copy's next version (spark_jobs/nested.py)."""
 
     view: str
-    level: int  # the level whose points read that change set (the one after the view's own)
+    level: int  # the level whose points read that change set (the one after the view's own; a view of
+    # the last level: after it, before the manifest)
 
 
 @dataclass(frozen=True)
@@ -104,7 +107,7 @@ class NightPlan:
     views: tuple[ViewStep, ...]  # in plan order
     levels: tuple[tuple[str, ...], ...]  # the D-lattice's levels (from its shape: the same every night)
     lattice: Lattice | None = None  # the optimized D-lattice costed for this batch (None: lattice off)
-    copies: tuple[CopyStep, ...] = ()  # the views nested views read, in plan order
+    copies: tuple[CopyStep, ...] = ()  # the views the lake copies (Plan.copied_views), in plan order
 
     def node(self, name: str) -> NodeStep:
         return next(n for n in self.nodes if n.node == name)
@@ -117,7 +120,7 @@ class NightPlan:
 
     @property
     def changed(self) -> frozenset[str]:
-        """The tables tonight changes: the batch's base tables, and every view nested views read (its
+        """The tables tonight changes: the batch's base tables, and every view the lake copies (its
         change set, the updates of its groups, is registered whether or not any group changed)."""
         return self.info.changed | {c.view for c in self.copies}
 
@@ -163,12 +166,13 @@ def plan_night(plan: Plan, info: BatchInfo, base_state: str | None, options: Opt
     read = {v.name for v in plan.copied_views}
     if choose_mode:
         modes = {m.view: m for m in choose_modes(costed, plan, stats, info.has_deletes)}
-        for name in read:  # a nested view reads its summary-delta: never traded for a recompute
-            modes[name] = ModeChoice(name, "delta", "a nested view reads its summary-delta as updates (paper 000)")
+        for name in read:  # its lake copy follows its summary-delta: never traded for a recompute
+            modes[name] = ModeChoice(name, "delta", "its lake copy follows its summary-delta (paper 000)")
     else:  # materialize along the lattice: the views over the base; nested ones after the views they read
         modes = {v.name: ModeChoice(v.name, "delta" if v.mode == "delta" else "recompute", "materialize")
                  for v in plan.incremental_views}
-    views = tuple(_view_step(i, v, info, options, modes.get(v.name), level_of) for i, v in enumerate(plan.views))
+    views = tuple(_view_step(i, v, info, options, modes.get(v.name), level_of, v.name in read)
+                  for i, v in enumerate(plan.lake_views))
     wanted = {s.view for s in views if s.mode != "recompute"}
     lattice = costed if options.lattice else None
     nodes = _nodes(plan, lattice, info, options, level_of, wanted) if lattice else _direct_nodes(plan, options, level_of, wanted)
@@ -222,15 +226,18 @@ def _direct_nodes(plan: Plan, options: Options, level_of: dict, wanted: set[str]
 
 
 def _view_step(part: int, view: View, info: BatchInfo, options: Options, choice: ModeChoice | None,
-               level_of: dict) -> ViewStep:
+               level_of: dict, copied: bool) -> ViewStep:
     if not view.incremental:
         return ViewStep(view.name, part, "recompute", view.reason, level=0)
-    nested = view.mode == "nested"
+    nested = view.over_views
     exact = ""
     if choice.mode == "delta" and view.has_min_max and (info.has_deletes or nested):  # an update deletes the old row
         dims_changed = any(d.lower() in {t.lower() for t in info.changed} for d in view.dimensions)
-        # a nested view's change set may delete and insert the same served row: the weak-minimality test
-        # (4.3) does not hold for it, so every group that lost a row is recomputed
-        exact = "weakly_minimal" if options.weak_minimality and not dims_changed and not nested else "lost"
+        # a nested view's change set is weakly minimal by construction: its deleted rows are the old served
+        # rows of the inner groups that changed, read from the inner view's copy, so a sub-bag of the rows
+        # before the batch (000 §5's C_i: only a deleted extreme not re-established is recomputed)
+        exact = "lost"
+        if options.weak_minimality and not dims_changed:
+            exact = "extreme_deleted" if copied else "weakly_minimal"
     reason = view.reason if nested and choice.mode == "delta" else choice.reason
     return ViewStep(view.name, part, choice.mode, reason, exact, level_of.get(view.name, 0), nested)

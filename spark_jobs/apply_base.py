@@ -51,11 +51,11 @@ def apply_base(
         counts[table.name] = {"inserted": info.inserted[table.name], "deleted": info.deleted[table.name]}
         progress(f"apply-base {batch}: {table.name} written (+{info.inserted[table.name]}/-{info.deleted[table.name]})")
         checkpoint(f"apply-base:after_table:{table.name}")
-    for view in plan.copied_views:  # the copies nested views read switch with the base (paper 000)
+    for view in plan.copied_views:  # the lake copies of views switch with the base (paper 000)
         version = f"v-{batch}"
         update = lake.copy_update_dir(batch, view.name)
         if not update.is_dir():
-            raise BatchOrderError(f"apply-base {batch}: the updates of view {view.name} (read by nested views) are "
+            raise BatchOrderError(f"apply-base {batch}: the updates of view {view.name} (its lake copy) are "
                                   f"missing under {update}; rerun nightshift propagate --batch {batch}")
         new = next_copy(spark, view, read_copy(spark, lake, view, state), spark.read.parquet(str(update)))
         new.coalesce(max(1, math.ceil(parquet_rows(lake.current_base_dir(view.name, state)) / ROWS_PER_FILE))).write \

@@ -54,9 +54,12 @@ def materialize_views(
     its lake copy (written first when it has none: a view that just gained a nested reader)."""
     register_base(spark, lake, plan, state)
     views, copies = {}, {}
-    todo = [v for v in plan.views if only is None or v.name in only]
+    if only is not None:  # a view's auxiliary view is built with it (its definition comes from the view's)
+        own = {a.name for a in plan.auxiliary}
+        only = only | {r for v in plan.views if v.name in only for r in v.reads if r in own}
+    todo = [v for v in plan.lake_views if only is None or v.name in only]
     copied = {v.name for v in plan.copied_views}
-    for view in plan.views:  # plan order: a view after the views it reads
+    for view in plan.lake_views:  # plan order: a view after the views it reads
         if only is not None and view.name not in only:
             if view.name not in copied:
                 continue
@@ -80,7 +83,7 @@ def materialize_views(
 
 
 def _copy(spark: SparkSession, plan: Plan, lake: Lake, state: LakeState, view, out_root: Path) -> dict[str, str]:
-    """A view nested views read: its stored rows become its lake copy (a new version at the base's
+    """A view the lake copies (Plan.copied_views): its stored rows become its lake copy (a new version at the base's
     state), and its served rows the relation the nested views' materialization reads."""
     if view.name not in {v.name for v in plan.copied_views}:
         return {}
@@ -140,7 +143,7 @@ def _along_lattice_views(spark: SparkSession, plan: Plan, lake: Lake, state: Lak
         raw[name].persist()
     views, copies = {}, {}
     try:
-        for i, view in enumerate(plan.views, 1):  # plan order: a view after the views it reads
+        for i, view in enumerate(plan.lake_views, 1):  # plan order: a view after the views it reads
             t = time.perf_counter()
             columns = [k.name for k in view.keys] + [s.column for s in view.stored]
             if view.name in raw:
@@ -154,7 +157,7 @@ def _along_lattice_views(spark: SparkSession, plan: Plan, lake: Lake, state: Lak
             n = parquet_rows(out_root / view.name)
             views[view.name] = {"rows": n, "parent": parent, "seconds": round(time.perf_counter() - t, 3),
                                 "columns": [list(c) for c in column_types(view, df)] if not view.incremental else []}
-            progress(f"materialize: [{i}/{len(plan.views)}] {view.name} from {parent}: {n} rows "
+            progress(f"materialize: [{i}/{len(plan.lake_views)}] {view.name} from {parent}: {n} rows "
                      f"in {views[view.name]['seconds']:.1f}s")
     finally:
         for name in parents:

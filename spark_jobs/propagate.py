@@ -25,10 +25,11 @@ from lattice.sql import ident, to_dialect
 from runtime.errors import BatchOrderError, ConfigError
 from runtime.faults import checkpoint
 from runtime.lake import Lake, LakeState, parquet_rows
-from runtime.manifest import MANIFEST_VERSION, DeltaResult, LevelRecord, Manifest
+from runtime.manifest import MANIFEST_VERSION, DeltaResult, LevelRecord, Manifest, add_rows_read
 from runtime.night import BatchInfo, NightPlan, ViewStep, measures, plan_night, statistics_wanted
 from runtime.options import Options
 from spark_jobs.changes import load_batch
+from spark_jobs.metrics import ReadMeter
 from spark_jobs.nested import read_copy, view_changes
 from spark_jobs.recompute import column_types, recompute_frame
 
@@ -39,31 +40,40 @@ Progress = Callable[[str], None]
 def propagate(spark: SparkSession, plan: Plan, lake: Lake, batch: str, state: LakeState, options: Options,
               progress: Progress = lambda _: None, level: int | None = None) -> Manifest | LevelRecord:
     """Every summary-delta of the batch (level None), or only the lattice points of one level of the
-    night's plan (the Airflow DAG runs one task per level, in order; the last level writes the manifest)."""
+    night's plan (the Airflow DAG runs one task per level, in order; the last level writes the manifest).
+    The manifest (and each level's record) says how many rows Spark read from each source (spark_jobs.metrics)."""
+    with ReadMeter(spark, f"nightshift propagate {batch}" + ("" if level is None else f" --level {level}")) as meter:
+        return _propagate(spark, plan, lake, batch, state, options, progress, level, meter)
+
+
+def _propagate(spark: SparkSession, plan: Plan, lake: Lake, batch: str, state: LakeState, options: Options,
+               progress: Progress, level: int | None, meter: ReadMeter) -> Manifest | LevelRecord:
     t0 = time.perf_counter()
     progress(f"propagate {batch}: reading and checking the change batch")
     info = load_batch(spark, lake, plan, batch, state)
     progress(f"propagate {batch}: {info.rows} change rows ({info.describe()}) checked in {time.perf_counter() - t0:.1f}s")
     night = _night(spark, plan, lake, info, state, options, level)
     if level is not None:
-        return _propagate_level(spark, plan, lake, night, level, progress, t0, state)
+        return _propagate_level(spark, plan, lake, night, level, progress, t0, state, meter)
     raw: dict[str, DataFrame] = {}
     final: dict[str, DataFrame] = {}
     frames = []
     for k in range(len(night.levels)):  # in level order: a nested view's change set needs its inner view's delta
         _copies(spark, plan, lake, night, state, k, lambda v: final[v])
+        _old_extremes(spark, plan, lake, night, state, k)
         raw.update(along_lattice(spark, plan, night, {n.node for n in night.nodes_of_level(k)}, known=raw))
-        for step, view in zip(night.views, plan.views):
+        for step, view in zip(night.views, plan.lake_views):
             if step.level == k:
                 frames.append((step, view, _view_frame(spark, plan, view, step, night.changed, raw)))
                 final[view.name] = frames[-1][2]
+    _copies(spark, plan, lake, night, state, len(night.levels), lambda v: final[v])  # copies of last-level views
     frames.sort(key=lambda f: f[0].part)
     out = lake.delta_root(batch)
     t1 = time.perf_counter()
     _write_together(frames, out)
     progress(f"propagate {batch}: {len(frames)} summary-deltas computed and written in {time.perf_counter() - t1:.1f}s")
     deltas = _results(frames, out, lambda d: progress(f"propagate {batch}: sd_{d.view}: {d.rows} rows"))
-    manifest = Manifest(MANIFEST_VERSION, night, deltas, round(time.perf_counter() - t0, 3))
+    manifest = Manifest(MANIFEST_VERSION, night, deltas, round(time.perf_counter() - t0, 3), meter.rows_read(lake, night))
     lake.write_manifest(manifest)
     return manifest
 
@@ -91,7 +101,7 @@ def _night(spark: SparkSession, plan: Plan, lake: Lake, info: BatchInfo, state: 
 
 def _copies(spark: SparkSession, plan: Plan, lake: Lake, night: NightPlan, state: LakeState, level: int,
             final_delta: Callable[[str], DataFrame]) -> None:
-    """The change sets of the views nested views read whose points run at `level` (spark_jobs/nested):
+    """The change sets of the copied views (Plan.copied_views) whose points run at `level` (spark_jobs/nested):
     each from its lake copy and its final summary-delta (final_delta(view)); their copies' next rows
     are written under _copies/ for apply-base."""
     for step in night.copies:
@@ -99,6 +109,15 @@ def _copies(spark: SparkSession, plan: Plan, lake: Lake, night: NightPlan, state
             view = plan.view(step.view)
             view_changes(spark, view, read_copy(spark, lake, view, state), final_delta(view.name),
                          lake.copy_update_dir(night.batch, view.name))
+
+
+def _old_extremes(spark: SparkSession, plan: Plan, lake: Lake, night: NightPlan, state: LakeState, level: int) -> None:
+    """The lake copies of the views of `level` whose exact MIN/MAX test needs their old extremes
+    (exact_minmax 'extreme_deleted', 000 5's C_i), registered as __ns_copy_<view>."""
+    for step in night.views:
+        if step.level == level and step.exact_minmax == "extreme_deleted":
+            view = plan.view(step.view)
+            read_copy(spark, lake, view, state).createOrReplaceTempView(emit.rel("copy", view.name))
 
 
 def _stored_delta(spark: SparkSession, plan: Plan, lake: Lake, night: NightPlan, view: str) -> DataFrame:
@@ -113,7 +132,7 @@ def _stored_delta(spark: SparkSession, plan: Plan, lake: Lake, night: NightPlan,
 
 
 def _propagate_level(spark: SparkSession, plan: Plan, lake: Lake, night: NightPlan, level: int, progress: Progress,
-                     t0: float, state: LakeState) -> Manifest | LevelRecord:
+                     t0: float, state: LakeState, meter: ReadMeter) -> Manifest | LevelRecord:
     """One level of the night's plan: its points, each from its chosen parent (the change set, or a point
     of a lower level that an earlier level task stored under _nodes/); the summary-deltas of its views go
     to their part=<i>/ folders, and the points a later level derives from to _nodes/. Each level records
@@ -133,32 +152,37 @@ def _propagate_level(spark: SparkSession, plan: Plan, lake: Lake, night: NightPl
     lake.invalidate_levels(batch, level)
     mine = night.nodes_of_level(level)
     _copies(spark, plan, lake, night, state, level, lambda v: _stored_delta(spark, plan, lake, night, v))
+    _old_extremes(spark, plan, lake, night, state, level)
     raw = along_lattice(spark, plan, night, {n.node for n in mine}, lambda n: lake.node_dir(batch, n))
     for step in mine:  # what later levels derive from: stored, and read back by this level's views too
         if step.feeds_later_level:
             raw[step.node].write.mode("overwrite").parquet(str(lake.node_dir(batch, step.node)))
             raw[step.node] = spark.read.parquet(str(lake.node_dir(batch, step.node)))
     frames = [(step, view, _view_frame(spark, plan, view, step, night.changed, raw))
-              for step, view in zip(night.views, plan.views) if step.level == level]
+              for step, view in zip(night.views, plan.lake_views) if step.level == level]
     t1 = time.perf_counter()
     for step, _, _ in frames:
         shutil.rmtree(out / f"{PART}={step.part}", ignore_errors=True)  # an emptied delta must not leave an old file
     if frames:
         _write_together(frames, out, replace_all=False)
     deltas = _results(frames, out, lambda d: progress(f"propagate {batch} level {level}: sd_{d.view}: {d.rows} rows"))
+    if level == len(night.levels) - 1:  # the copies of last-level views follow their summary-deltas just written
+        _copies(spark, plan, lake, night, state, level + 1, lambda v: _stored_delta(spark, plan, lake, night, v))
     progress(f"propagate {batch} level {level}/{len(night.levels) - 1}: {len(mine)} lattice point(s), {len(frames)} "
              f"view(s) written in {time.perf_counter() - t1:.1f}s")
-    record = LevelRecord(night.plan, night.base_state, level, deltas, round(time.perf_counter() - t0, 3))
+    record = LevelRecord(night.plan, night.base_state, level, deltas, round(time.perf_counter() - t0, 3),
+                         meter.rows_read(lake, night))
     lake.write_level(batch, record)
     if level < len(night.levels) - 1:
         return record
     every = {d.view: d for r in [*earlier, record] for d in r.deltas}
-    missing = [v.name for v in plan.views if v.name not in every]
+    missing = [v.name for v in plan.lake_views if v.name not in every]
     if missing:
         raise BatchOrderError(f"propagate {batch}: no level computed the summary-delta of {', '.join(missing)}; "
                               f"rerun propagate --batch {batch} without --level")
-    deltas = tuple(every[v.name] for v in plan.views)
-    manifest = Manifest(MANIFEST_VERSION, night, deltas, round(sum(r.seconds for r in [*earlier, record]), 3))
+    deltas = tuple(every[v.name] for v in plan.lake_views)
+    manifest = Manifest(MANIFEST_VERSION, night, deltas, round(sum(r.seconds for r in [*earlier, record]), 3),
+                        add_rows_read(r.rows_read for r in [*earlier, record]))
     lake.write_manifest(manifest)
     return manifest
 
@@ -185,7 +209,7 @@ def _change_distincts(spark: SparkSession, plan: Plan, shape, lake: Lake, info: 
     for fact, wanted in key.items():
         if plan.schema.table(fact).view is not None:  # a summary view's change set: not computed before the night
             continue
-        joins = [j for v in plan.views if v.fact == fact for j in v.joins]
+        joins = [j for v in plan.lake_views if v.fact == fact for j in v.joins]
         joins = list({(j.child, j.parent): j for j in joins}.values())
         row = spark.sql(to_dialect(emit.change_distincts(fact, joins, wanted), "spark")).collect()[0]
         for i, combo in enumerate(wanted):
@@ -235,7 +259,8 @@ def _summary_delta(spark: SparkSession, view: View, step: ViewStep, changed: fro
     the summary table's columns (a lattice-friendly point drops its hidden attributes here)."""
     if step.exact_minmax:
         # lost groups and their exact extremes are few next to the base: broadcast them
-        lost = spark.sql(to_dialect(emit.lost_groups(view, step.exact_minmax == "weakly_minimal"), "spark"))
+        old = emit.rel("copy", view.name) if step.exact_minmax == "extreme_deleted" else None
+        lost = spark.sql(to_dialect(emit.lost_groups(view, step.exact_minmax != "lost", old), "spark"))
         F.broadcast(lost).createOrReplaceTempView(emit.rel("lost", view.name))
         for arg in emit.minmax_arguments(view):
             exact = spark.sql(to_dialect(emit.minmax_recompute(view, arg, changed), "spark"))

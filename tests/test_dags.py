@@ -275,6 +275,8 @@ EVERY_MODE = {  # beside Figure 1's four views of the retail example: one view o
                      "FROM SID_sales GROUP BY storeID",
     "store_items": "CREATE VIEW store_items AS SELECT s.storeID, s.city, COUNT(DISTINCT p.itemID) AS items "
                    "FROM stores s LEFT JOIN pos p ON p.storeID = s.storeID GROUP BY s.storeID, s.city",
+    "region_items": "CREATE VIEW region_items AS SELECT region, COUNT(DISTINCT itemID) AS items, SUM(qty) AS q "
+                    "FROM pos JOIN stores ON pos.storeID = stores.storeID GROUP BY region",
 }
 
 
@@ -285,7 +287,7 @@ def _fresh(folder: Path) -> Path:
 
 def test_dag_keeps_every_mode_and_a_night_stops_at_an_unapplied_change(tmp_path):
     """The DAG over a project with a view of every mode (computed key, grand total, HAVING, nested,
-    recompute): two nights end to end, validated and published, every view equal to recomputation and
+    auxiliary, recompute): two nights end to end, validated and published, every view equal to recomputation and
     the nested view in a later propagate task than the view it reads. Then a view file is added: the
     next night's first propagate step fails naming the view and `nightshift apply`."""
     project = tmp_path / "retail"
@@ -294,6 +296,7 @@ def test_dag_keeps_every_mode_and_a_night_stops_at_an_unapplied_change(tmp_path)
         (project / "sql" / "summaries" / f"{name}.sql").write_text(sql + "\n")
     modes = {v.name: v.mode for v in load_project(project).plan.views}
     assert modes["best_item_day"] == "nested" and modes["store_items"] == "recompute" and modes["monthly"] == "delta"
+    assert modes["region_items"] == "auxiliary"
     result, r = run_dag(_fresh(tmp_path / "a"), project, [{"label": f"n{i}", "day": i, "conf": {"batch_id": b[i]}} for i in (0, 1)])
     log = r.stdout + r.stderr
     assert result["import_errors"] == {}, log[-3000:]
@@ -303,6 +306,7 @@ def test_dag_keeps_every_mode_and_a_night_stops_at_an_unapplied_change(tmp_path)
     level_of = {p.strip(): int(k.rsplit("_", 1)[1]) for k, d in docs.items() if k.startswith("propagate_level_")
                 for p in re.search(r"level \d+: ([^(]*)\(", d).group(1).split(",")}
     assert level_of["best_item_day"] > level_of["SID_sales"], docs
+    assert level_of["region_items"] > level_of["region_items__ns_aux"], docs  # over its auxiliary view
     cycle = Cycle(load_project(project), progress=lambda _: None)
     assert check_all(cycle.plan, cycle.lake, cycle.warehouse.read_view) == []
     assert all(row.published_at for row in cycle.warehouse.ledger() if row.kind == "batch")

@@ -12,15 +12,19 @@ from nightshift.cycle import Cycle
 from nightshift.errors import InjectedCrash
 from nightshift.oracle import bag, duckdb_base
 
-# best_day is nested (paper 000): its lake copy of SID_sales switches with the base in apply-base
+# best_day is nested (paper 000): the lake copies of SID_sales and of best_day (its old maxima) switch with
+# the base in apply-base; distinct_items is kept by the auxiliary mode (paper 002): so does its auxiliary view
 VIEWS = {**FIGURE_1, "avg_price": EXTENDED["avg_price"],
          "best_day": "CREATE VIEW best_day AS SELECT storeID, MAX(TotalQuantity) AS best, COUNT(*) AS days "
-                     "FROM SID_sales GROUP BY storeID"}
-CRASH_POINTS = (
-    ["propagate:after_view:SID_sales"]
-    + [f"refresh:after_merge:{v}" for v in sorted(VIEWS)]
+                     "FROM SID_sales GROUP BY storeID",
+         "distinct_items": "CREATE VIEW distinct_items AS SELECT storeID, COUNT(DISTINCT itemID) AS items, "
+                           "SUM(qty) AS q FROM pos GROUP BY storeID"}
+COPIES = {"SID_sales", "best_day", "distinct_items__ns_aux"}
+CRASH_POINTS = (  # every view's merge is in the one refresh transaction: three of them stand for all
+    ["propagate:after_view:SID_sales", "propagate:after_view:distinct_items__ns_aux"]
+    + [f"refresh:after_merge:{v}" for v in ("SID_sales", "best_day", "distinct_items")]
     + ["refresh:before_commit", "apply-base:after_table:items", "apply-base:after_table:pos",
-       "apply-base:after_table:SID_sales", "after_refresh"]
+       "apply-base:after_table:SID_sales", "apply-base:after_table:distinct_items__ns_aux", "after_refresh"]
 )
 
 
@@ -91,7 +95,7 @@ def test_crash_then_rerun_equals_clean_run(prepared, tmp_path, spark, monkeypatc
     rerun.run("b0003")  # and once more: a finished night is a no-op
     rerun.close()
     got, want = state_of(work, spark), state_of(clean, spark)
-    assert set(got["copies"]) == {"SID_sales"}
+    assert set(got["copies"]) == COPIES
     assert got == want
     assert [b for b, kind, _ in got["ledger"] if kind == "batch"].count("b0003") == 1
     expected = model.recompute(VIEWS)

@@ -391,7 +391,10 @@ RECOMPUTED = [
     ("exists_subquery", "SELECT storeID, COUNT(*) AS N FROM pos WHERE EXISTS (SELECT 1 FROM items) GROUP BY storeID",
      ["subquery"]),
     ("subquery_in_from", "SELECT storeID, COUNT(*) AS N FROM (SELECT * FROM pos) AS p GROUP BY storeID", ["subquery"]),
-    ("count_distinct", "SELECT storeID, COUNT(DISTINCT itemID) AS N FROM pos GROUP BY storeID", ["count", "distinct"]),
+    ("count_distinct_of_two_arguments", "SELECT storeID, COUNT(DISTINCT itemID) AS N, COUNT(DISTINCT date) AS D "
+     "FROM pos GROUP BY storeID", ["count", "distinct"]),
+    ("count_distinct_beside_avg", "SELECT storeID, COUNT(DISTINCT itemID) AS N, AVG(qty) AS A FROM pos GROUP BY storeID",
+     ["count", "distinct"]),
     ("median", "SELECT storeID, MEDIAN(qty) AS m FROM pos GROUP BY storeID", ["median"]),
     ("non_fk_join_fact_to_dimension",
      "SELECT category, COUNT(*) AS N FROM pos JOIN items ON pos.qty = items.itemID GROUP BY category",
@@ -516,6 +519,34 @@ def test_one_bad_file_fails_the_whole_project():
     files[REFUSED_FILE] = f"CREATE VIEW {REFUSED_VIEW} AS SELECT storeID, COUNT(*) AS N FROM sales GROUP BY storeID"
     with pytest.raises(UnsupportedView, match="refused_file.sql"):
         compile_project(SCHEMA_SQL, files)
+
+
+def test_distinct_aggregates_are_kept_through_an_auxiliary_view_in_the_lake():
+    """Paper 002: COUNT/SUM(DISTINCT e) beside COUNT(*), COUNT(x), SUM(x), MIN/MAX(x), with a join, a filter
+    and HAVING: the view reads its auxiliary view (keys, e, multiplicity, partial aggregates), which is a
+    delta-mode view of the base tables kept in the lake only (Plan.auxiliary, not Plan.views)."""
+    sql = ("CREATE VIEW reach AS SELECT stores.region, COUNT(DISTINCT pos.itemID) AS items, "
+           "SUM(DISTINCT pos.itemID) AS item_sum, COUNT(*) AS n, COUNT(qty) AS counted, SUM(qty) AS q, "
+           "MAX(pos.date) AS last_sale FROM pos JOIN stores ON pos.storeID = stores.storeID WHERE qty > 0 "
+           "GROUP BY stores.region HAVING COUNT(DISTINCT pos.itemID) > 1")
+    plan = compile_project(SCHEMA_SQL, {"sql/summaries/reach.sql": sql})
+    view, = plan.views
+    aux, = plan.auxiliary
+    assert view.mode == "auxiliary" and view.reads == (aux.name,) and view.fact == aux.name
+    assert aux.name == "reach__ns_aux" and aux.mode == "delta" and aux.fact == "pos" and aux.dimensions == ("stores",)
+    assert [k.name for k in aux.keys] == ["g1", "e"] and "qty" in (aux.where or "")
+    assert {s.kind for s in aux.stored} >= {"count_star", "sum", "max"}
+    assert [o.name for o in view.outputs] == ["region", "items", "item_sum", "n", "counted", "q", "last_sale"]
+    assert view.having and "reach__ns_aux" not in {v.name for v in plan.views}
+    assert plan.view(aux.name) is aux and aux in plan.incremental_views and aux in plan.copied_views
+    assert "DISTINCT" in view.sql.upper()  # the oracle recomputes the user's own SQL
+    # a DISTINCT argument the group keys determine: no auxiliary view (003), recompute keeps it
+    keyed = compile_project(SCHEMA_SQL, {"sql/summaries/k.sql": "CREATE VIEW k AS SELECT itemID, COUNT(DISTINCT itemID) "
+                                                                "AS n FROM pos GROUP BY itemID"})
+    assert keyed.views[0].mode == "recompute" and keyed.auxiliary == ()
+    # [views] reach = "recompute" keeps it by recompute, without an auxiliary view
+    forced = compile_project(SCHEMA_SQL, {"sql/summaries/reach.sql": sql}, maintain=(("reach", "recompute"),))
+    assert forced.views[0].mode == "recompute" and forced.auxiliary == ()
 
 
 # =================================================================== 5. schema parsing

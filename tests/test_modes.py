@@ -1,6 +1,6 @@
-"""Every summary view a data team writes is kept (issues 17, 18): computed group keys, grand totals
+"""Every summary view a data team writes is kept (issues 17, 18, 19): computed group keys, grand totals
 and HAVING by the delta mode; views over summary views by the nested mode (three levels deep, over a
-HAVING view, joined to a dimension); outer joins, window functions and holistic aggregates by
+HAVING view, joined to a dimension); DISTINCT aggregates by the auxiliary mode; outer joins, window functions and holistic aggregates by
 recompute; the night's choice between them. One project holds views of every mode, so the one
 refresh transaction spans them all; after every random night each served view must equal the view
 recomputed from scratch over an independent model of the base (DuckDB over Python lists)."""
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pyarrow.parquet as pq
 import pytest
 
 from conftest import BACKENDS
@@ -38,7 +39,12 @@ VIEWS = {
     "ranked": "CREATE VIEW ranked AS SELECT storeID, itemID, SUM(qty) AS q, RANK() OVER (PARTITION BY storeID "
               "ORDER BY SUM(qty) DESC NULLS LAST, itemID) AS r FROM pos GROUP BY storeID, itemID",
     "best_day": "CREATE VIEW best_day AS SELECT storeID, MAX(TotalQuantity) AS best FROM SID_sales GROUP BY storeID",
+    # auxiliary (paper 002): DISTINCT aggregates over an auxiliary view of value multiplicities, lake only
     "distinct_items": "CREATE VIEW distinct_items AS SELECT storeID, COUNT(DISTINCT itemID) AS items FROM pos GROUP BY storeID",
+    "reach": "CREATE VIEW reach AS SELECT region, COUNT(DISTINCT price) AS prices, SUM(DISTINCT price) AS price_sum, "
+             "AVG(DISTINCT price) AS avg_price, COUNT(*) AS n, SUM(qty) AS q, MAX(qty) AS top FROM pos "
+             "JOIN stores ON pos.storeID = stores.storeID WHERE qty IS NOT NULL GROUP BY region "
+             "HAVING COUNT(DISTINCT price) > 1",
     # nested (paper 000): three levels (pos -> SID_sales -> best_day -> top_store), and a view over a HAVING
     # view joined to a dimension, with a threshold filter on the inner aggregate
     "top_store": "CREATE VIEW top_store AS SELECT MAX(best) AS top, MIN(best) AS low, COUNT(*) AS stores FROM best_day",
@@ -46,8 +52,9 @@ VIEWS = {
                     "FROM busy JOIN stores ON busy.storeID = stores.storeID WHERE n > 2 GROUP BY region",
 }
 INCREMENTAL = {"SID_sales", "sR_sales", "weekly", "buckets", "totals", "priced", "busy", "best_day", "top_store",
-               "busy_regions"}
+               "busy_regions", "distinct_items", "reach"}
 NESTED = {"best_day", "top_store", "busy_regions"}
+AUXILIARY = {"distinct_items", "reach"}
 NIGHTS = 8
 
 
@@ -71,6 +78,8 @@ def test_every_mode_in_one_project_equals_recomputation(tmp_path, spark, quiet, 
     cycle = Cycle(load_project(root), spark=spark, progress=quiet)
     assert {v.name for v in cycle.plan.views if v.incremental} == INCREMENTAL
     assert {v.name for v in cycle.plan.views if v.mode == "nested"} == NESTED
+    assert {v.name for v in cycle.plan.views if v.mode == "auxiliary"} == AUXILIARY
+    assert {a.name for a in cycle.plan.auxiliary} == {f"{v}__ns_aux" for v in AUXILIARY}
     model = Model()
     cycle._ensure_summary_tables()  # an empty project: grand totals serve one row over no rows
     assert cycle.warehouse.read_view(cycle.plan.view("totals")) == [(0, None, None, None, None)]
@@ -88,6 +97,8 @@ def test_every_mode_in_one_project_equals_recomputation(tmp_path, spark, quiet, 
         for step in night.views:
             if step.view in INCREMENTAL:
                 modes_seen[step.view].add(step.mode)
+            elif step.view.endswith("__ns_aux"):  # an auxiliary view: its copy follows its summary-delta
+                assert step.mode == "delta"
             else:
                 assert step.mode == "recompute"
     assert all("delta" in modes for modes in modes_seen.values()), modes_seen
@@ -152,4 +163,43 @@ def test_measured_statistics_of_a_night_with_nested_views(tmp_path, spark, quiet
     for n in range(3):
         batch = f"b{n:04d}"
         _night(cycle, root, model, batch, gen.initial() if n == 0 else gen.night())
+    cycle.close()
+
+
+def _recomputed_groups(cycle: Cycle, batch: str, view: str) -> int:
+    """How many groups of `view` batch `batch` recomputed exactly (_ns_lost = 1 in its summary-delta)."""
+    step = cycle.lake.read_manifest(batch).night.view(view)
+    files = cycle.lake.delta_files(batch, step.part)
+    if not files:
+        return 0
+    table = pq.read_table([str(f) for f in files], columns=[step.prefix + "_ns_lost"])
+    return sum(1 for x in table.column(0).to_pylist() if x == 1)
+
+
+def test_nested_max_recomputes_only_the_groups_whose_extreme_went(tmp_path, spark, quiet):
+    """000 5's C_i for MAX over an inner SUM: a store's best day is recomputed (from SID_sales's lake
+    copy) only when the inner group holding the maximum shrank or vanished and no inserted value
+    re-established it; a non-extreme inner group vanishing, or a new larger one arriving with the
+    maximum's deletion, keeps the refresh's GREATEST(old, delta) exact."""
+    views = {"SID_sales": VIEWS["SID_sales"], "best_day": VIEWS["best_day"]}
+    root = make_project(tmp_path / "p", views, maintain="incremental")
+    cycle = Cycle(load_project(root), spark=spark, progress=quiet)
+    assert cycle.plan.view("best_day").name in {v.name for v in cycle.plan.copied_views}  # its old extremes
+    model = Model()
+    d = dt.date(2026, 3, 1)
+    top, low, mid, other = (1, 1, d, 5, None), (1, 2, d, 3, None), (1, 3, d, 4, None), (2, 1, d, 4, None)
+    first = {"stores": [("insert", (1, "c", "r")), ("insert", (2, "c", "r"))],
+             "items": [("insert", (i, "k", 1.0)) for i in (1, 2, 3)],
+             "pos": [("insert", r) for r in (top, low, mid, other)]}
+    nights = [
+        ("b1", {"pos": [("delete", low)]}, 0, 5),  # a non-extreme inner group vanishes: the maximum stays
+        ("b2", {"pos": [("delete", top)]}, 1, 4),  # the maximum's group vanishes: recomputed from the copy
+        ("b3", {"pos": [("delete", mid), ("insert", (1, 1, d, 7, None))]}, 0, 7),  # deleted, re-established
+    ]
+    _night(cycle, root, model, "b0", first)
+    for batch, changes, recomputed, best in nights:
+        _night(cycle, root, model, batch, changes)
+        assert cycle.lake.read_manifest(batch).night.view("best_day").exact_minmax == "extreme_deleted"
+        assert _recomputed_groups(cycle, batch, "best_day") == recomputed, batch
+        assert dict(cycle.warehouse.read_view(cycle.plan.view("best_day")))[1] == best, batch
     cycle.close()

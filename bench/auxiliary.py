@@ -1,0 +1,121 @@
+"""DISTINCT aggregates (issue 19): auxiliary mode against recomputing the view.
+
+    .venv/bin/python -m bench.auxiliary [--pos 10000000] [--fraction 0.001]
+
+Three projects over the same --pos rows and the same update-generating night of --fraction changes:
+
+1. Figure 1's four views alone (the baseline the view adds to);
+2. + `store_items` (the number of distinct items each store sold, and its sales) kept in auxiliary mode:
+   over its auxiliary view store_items__ns_aux (per store, each item with its multiplicity), in the lake;
+3. + the same view kept by recompute (`[views] store_items = "recompute"`): Spark over the base.
+
+Propagate and window per project (the view's cost is the difference to project 1), the rows
+propagate read from the base fact table and from the auxiliary view (the manifest's Spark scan
+metrics), and the auxiliary view's rows and bytes against the naive auxiliary data (CReaM without
+minimization: the view's joined base rows, here every pos row's storeID and itemID).
+
+Writes bench/AUXILIARY.md with the machine's load at the start. Run it on an idle machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from bench.modes import run_line
+from bench.nested import measured_night, project, read
+from nightshift.cycle import Cycle
+from runtime.lake import parquet_rows
+
+HERE = Path(__file__).resolve().parent
+NAME = "store_items"
+VIEW = (f"CREATE VIEW {NAME} AS SELECT storeID, COUNT(DISTINCT itemID) AS items, COUNT(*) AS sales "
+        f"FROM pos GROUP BY storeID\n")
+AUX = f"{NAME}__ns_aux"
+KINDS = ("figure1", "auxiliary", "recompute")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.auxiliary", description=__doc__.split("\n\n")[0])
+    p.add_argument("--pos", type=int, default=10_000_000, help="pos rows before the night")
+    p.add_argument("--fraction", type=float, default=0.001, help="changes of the night, as a fraction of --pos")
+    p.add_argument("--work", default=str(HERE / "out" / "auxiliary"))
+    p.add_argument("--out", default=str(HERE / "AUXILIARY.md"))
+    args = p.parse_args(argv)
+    load = os.getloadavg()[0]
+    work = Path(args.work)
+    shutil.rmtree(work, ignore_errors=True)
+    night(work / "warm-up", 20_000, args.fraction, "auxiliary")  # JVM and Spark warm before the first clock
+    results = {kind: night(work / kind, args.pos, args.fraction, kind) for kind in KINDS}
+    write_report(Path(args.out), args, load, results)
+    print(f"wrote {args.out}")
+    return 0
+
+
+def night(root: Path, rows: int, fraction: float, kind: str) -> dict:
+    project(root, kind, NAME, VIEW)
+    return measured_night(root, rows, fraction, _sizes if kind == "auxiliary" else None)
+
+
+def _sizes(cycle: Cycle) -> dict:
+    """The auxiliary view's rows and bytes in the lake after the night, and the naive auxiliary data's
+    rows (every pos row) and bytes (pos's storeID and itemID columns, from the Parquet footers)."""
+    aux = cycle.lake.current_base_dir(AUX)
+    pos = cycle.lake.current_base_dir("pos")
+    naive_bytes = 0
+    for f in sorted(Path(pos).glob("*.parquet")):
+        meta = pq.ParquetFile(f).metadata
+        for g in range(meta.num_row_groups):
+            group = meta.row_group(g)
+            naive_bytes += sum(group.column(c).total_compressed_size for c in range(group.num_columns)
+                               if group.column(c).path_in_schema in ("storeID", "itemID"))
+    return {"aux_rows": parquet_rows(aux), "aux_bytes": sum(f.stat().st_size for f in Path(aux).glob("*.parquet")),
+            "naive_rows": parquet_rows(pos), "naive_bytes": naive_bytes}
+
+
+def write_report(out: Path, args, load: float, r: dict) -> None:
+    base, aux, rec = r["figure1"], r["auxiliary"], r["recompute"]
+
+    def row(label: str, x: dict) -> str:
+        return (f"| {label} | {x['propagate']:.1f} | {x['propagate'] - base['propagate']:+.1f} | {x['refresh']:.2f} | "
+                f"{x['refresh'] - base['refresh']:+.2f} | {x['sd_rows'].get(NAME, 0):,} | {read(x, 'base pos')} | "
+                f"{read(x, 'copy ' + AUX)} |")
+
+    lines = [
+        "# DISTINCT aggregates: auxiliary mode vs recompute (bench/auxiliary.py, issue 19)",
+        "",
+        run_line("auxiliary", load),
+        "",
+        f"One update-generating night of {aux['changes']:,} pos changes on {args.pos:,} pos rows. The view:",
+        "",
+        "```sql",
+        VIEW.strip(),
+        "```",
+        "",
+        f"| project | propagate (s) | vs Figure 1 | window: refresh (s) | vs Figure 1 | {NAME} delta rows | "
+        f"rows of pos read | rows of the auxiliary view read |",
+        "|---|---|---|---|---|---|---|---|",
+        f"| Figure 1's four views | {base['propagate']:.1f} | | {base['refresh']:.2f} | | | {read(base, 'base pos')} | |",
+        row(f"+ {NAME}, {aux['modes'].get(NAME)} mode (over {AUX}, in the lake)", aux),
+        row(f"+ {NAME}, {rec['modes'].get(NAME)} mode (Spark, over the base)", rec),
+        "",
+        f"The auxiliary view after the night: {aux['aux_rows']:,} rows, {aux['aux_bytes'] / 1e6:.1f} MB of Parquet; "
+        f"the naive auxiliary data (CReaM unminimized: the view's base rows, pos's storeID and itemID): "
+        f"{aux['naive_rows']:,} rows, {aux['naive_bytes'] / 1e6:.1f} MB compressed in pos's Parquet "
+        f"({aux['aux_rows'] / max(aux['naive_rows'], 1):.2f} of the rows).",
+        "",
+        "Rows read: the rows of the row groups Spark's Parquet scans read during propagate (the manifest's "
+        "`rows_read`, before filters), summed over scans; a night with deletes also reads pos to check that "
+        "each delete names an existing row (all three projects).",
+        "",
+    ]
+    out.write_text("\n".join(lines))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
