@@ -26,13 +26,15 @@ BEFORE = {
 }
 MONTHLY = ("CREATE VIEW monthly AS SELECT storeID, CAST(DATE_TRUNC('month', date) AS DATE) AS month, COUNT(*) AS n, "
            "SUM(qty) AS q FROM pos GROUP BY storeID, CAST(DATE_TRUNC('month', date) AS DATE)")
-# the new layer: a month view added, big_sales' filter changed, sR_sales dropped, and a nested view over
-# sCD_sales, which no nested view read before (so apply writes its first lake copy)
+# the new layer: a month view added, big_sales' filter changed, sR_sales dropped, a nested view over
+# sCD_sales, which no nested view read before (so apply writes its first lake copy), and a DISTINCT view
 AFTER = {**{k: v for k, v in BEFORE.items() if k != "sR_sales"},
          "big_sales": BEFORE["big_sales"].replace("qty >= 3", "qty >= 2"),
          "monthly": MONTHLY,
          "city_best": "CREATE VIEW city_best AS SELECT city, MAX(TotalQuantity) AS best, COUNT(*) AS days FROM sCD_sales "
-                      "GROUP BY city"}
+                      "GROUP BY city",
+         # auxiliary mode (paper 002): apply builds its auxiliary view's lake copy, never a warehouse table
+         "store_items": "CREATE VIEW store_items AS SELECT storeID, COUNT(DISTINCT itemID) AS items FROM pos GROUP BY storeID"}
 UNCHANGED = {"SID_sales", "sCD_sales", "best_day", "store_sales"}
 
 
@@ -91,7 +93,7 @@ def test_apply_builds_only_what_changed(tmp_path, spark, quiet, warehouse_url, b
 
     result = cycle.apply()
     change = result.details
-    assert set(change.added) == {"monthly", "city_best"} and [c.view for c in change.changed] == ["big_sales"]
+    assert set(change.added) == {"monthly", "city_best", "store_items"} and [c.view for c in change.changed] == ["big_sales"]
     assert change.dropped == ("sR_sales",) and set(change.unchanged) == UNCHANGED
     for name in UNCHANGED:  # untouched, row for row
         assert _stored(cycle, name) == kept[name], name
@@ -99,6 +101,8 @@ def test_apply_builds_only_what_changed(tmp_path, spark, quiet, warehouse_url, b
         names = {n.lower() for n in cycle.warehouse.engine.dialect.get_table_names(conn)}
         names |= {n.lower() for n in cycle.warehouse.engine.dialect.get_view_names(conn)}
     assert not {"sr_sales", "sr_sales__ns"} & names, names
+    assert not {n for n in names if "__ns_aux" in n}, names  # the auxiliary view lives in the lake only
+    assert cycle.lake.current_base_dir("store_items__ns_aux") is not None
     model_views = AFTER
     _check(cycle, model, model_views, "after apply")
     assert cycle.apply().skipped  # a rerun changes nothing
