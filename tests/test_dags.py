@@ -191,36 +191,6 @@ def test_dag_nights_reruns_order_and_window(tmp_path):
     cycle.close()
 
 
-def test_dag_takes_the_warehouse_from_an_airflow_connection(tmp_path, pg_schemas):
-    """[warehouse] airflow_conn_id: refresh and validate (in the task) and propagate and apply-base (spark-submit
-    children, through NIGHTSHIFT_WAREHOUSE_URL) all use the connection's PostgreSQL schema; its password
-    shows up in no log, no output and no rendered template field."""
-    url = pg_schemas("airflow_conn")  # what the connection below must come to
-    schema = unquote(url.split("search_path%3D")[1])
-    project = tmp_path / "shop"
-    batches = init_project(project, "retail", rows=2000, nights=0)
-    toml = project / "nightshift.toml"
-    toml.write_text(re.sub(r'(?m)^url = .*$', 'airflow_conn_id = "ns_warehouse"', toml.read_text()))
-    pg = make_url(PG_URL)
-    password = "Night/Shift@pw-7f3e"  # trust auth ignores it; it needs URL-quoting
-    conn = {"conn_type": "postgres", "host": pg.host, "port": pg.port, "login": pg.username, "password": password,
-            "schema": pg.database, "extra": {"options": f"-csearch_path={schema}", "cursor": "dictcursor"}}
-    result, r = run_dag(tmp_path, project, [{"label": "night", "conf": {"batch_id": batches[0]}}],
-                        AIRFLOW_CONN_NS_WAREHOUSE=json.dumps(conn), NIGHTSHIFT_WAREHOUSE_URL=None)
-    assert result["import_errors"] == {} and result["dags"] == ["nightshift__shop"]
-    night = result["runs"]["night"]
-    assert night["state"] == "success", (states(night), r.stdout[-4000:])
-    assert not (project / "warehouse.duckdb").exists()  # nobody fell back to the default DuckDB file
-    cycle = Cycle(dataclasses.replace(load_project(project), warehouse_url=url), progress=lambda _: None)
-    assert cycle.status(batches[0]) == "done"
-    assert check_all(cycle.plan, cycle.lake, cycle.warehouse.read_view) == []
-    assert night["rendered"]["propagate_level_0"]["env_vars"] is None  # resolved after rendering, restored afterwards
-    logs = [p.read_text(errors="replace") for p in (tmp_path / "airflow").rglob("*.log")]
-    seen = "\n".join([r.stdout, r.stderr, json.dumps(result), *logs])
-    for secret in (password, quote(password, safe="")):
-        assert secret not in seen
-
-
 def test_window_of_a_night_and_of_a_backfill():
     """The window a run refreshes in ([window] 23:00-03:00 Europe/Berlin, crossing midnight): a night's run
     takes the window opening on its day; a backfill takes the window open now, else the next one."""
@@ -285,11 +255,27 @@ def _fresh(folder: Path) -> Path:
     return folder
 
 
-def test_dag_keeps_every_mode_and_a_night_stops_at_an_unapplied_change(tmp_path):
+def _airflow_connection(project: Path, schema: str, password: str) -> str:
+    """[warehouse] airflow_conn_id = "ns_warehouse" in the project, and that connection (JSON) to the
+    PostgreSQL schema `schema`, with a password that needs URL-quoting (trust auth ignores it)."""
+    toml = project / "nightshift.toml"
+    toml.write_text(re.sub(r'(?m)^url = .*$', 'airflow_conn_id = "ns_warehouse"', toml.read_text()))
+    pg = make_url(PG_URL)
+    return json.dumps({"conn_type": "postgres", "host": pg.host, "port": pg.port, "login": pg.username,
+                       "password": password, "schema": pg.database,
+                       "extra": {"options": f"-csearch_path={schema}", "cursor": "dictcursor"}})
+
+
+def test_dag_keeps_every_mode_through_an_airflow_connection_and_stops_at_an_unapplied_change(tmp_path, pg_schemas):
     """The DAG over a project with a view of every mode (computed key, grand total, HAVING, nested,
-    auxiliary, recompute): two nights end to end, validated and published, every view equal to recomputation and
-    the nested view in a later propagate task than the view it reads. Then a view file is added: the
-    next night's first propagate step fails naming the view and `nightshift apply`."""
+    auxiliary, recompute), its warehouse a PostgreSQL schema named by an Airflow connection ([warehouse]
+    airflow_conn_id): two nights end to end, validated and published, every view equal to recomputation,
+    the nested view in a later propagate task than the view it reads. Refresh and validate (in the task)
+    and propagate and apply-base (spark-submit children, through NIGHTSHIFT_WAREHOUSE_URL) all use the
+    connection; its password shows up in no log, no output and no rendered template field. Then a view
+    file is added: the next night's first propagate step fails naming the view and `nightshift apply`."""
+    url = pg_schemas("airflow_conn")  # what the connection below must come to
+    schema = unquote(url.split("search_path%3D")[1])
     project = tmp_path / "retail"
     b = init_project(project, "retail", rows=3000, nights=2)
     for name, sql in EVERY_MODE.items():
@@ -297,9 +283,12 @@ def test_dag_keeps_every_mode_and_a_night_stops_at_an_unapplied_change(tmp_path)
     modes = {v.name: v.mode for v in load_project(project).plan.views}
     assert modes["best_item_day"] == "nested" and modes["store_items"] == "recompute" and modes["monthly"] == "delta"
     assert modes["region_items"] == "auxiliary"
-    result, r = run_dag(_fresh(tmp_path / "a"), project, [{"label": f"n{i}", "day": i, "conf": {"batch_id": b[i]}} for i in (0, 1)])
+    password = "Night/Shift@pw-7f3e"
+    conn = _airflow_connection(project, schema, password)
+    result, r = run_dag(_fresh(tmp_path / "a"), project, [{"label": f"n{i}", "day": i, "conf": {"batch_id": b[i]}} for i in (0, 1)],
+                        AIRFLOW_CONN_NS_WAREHOUSE=conn, NIGHTSHIFT_WAREHOUSE_URL=None)
     log = r.stdout + r.stderr
-    assert result["import_errors"] == {}, log[-3000:]
+    assert result["import_errors"] == {} and result["dags"] == ["nightshift__retail"], log[-3000:]
     for i in (0, 1):
         assert result["runs"][f"n{i}"]["state"] == "success", (states(result["runs"][f"n{i}"]), log[-4000:])
     docs = result["docs"]
@@ -307,7 +296,14 @@ def test_dag_keeps_every_mode_and_a_night_stops_at_an_unapplied_change(tmp_path)
                 for p in re.search(r"level \d+: ([^(]*)\(", d).group(1).split(",")}
     assert level_of["best_item_day"] > level_of["SID_sales"], docs
     assert level_of["region_items"] > level_of["region_items__ns_aux"], docs  # over its auxiliary view
-    cycle = Cycle(load_project(project), progress=lambda _: None)
+    assert not (project / "warehouse.duckdb").exists()  # nobody fell back to the default DuckDB file
+    assert result["runs"]["n0"]["rendered"]["propagate_level_0"]["env_vars"] is None  # resolved after rendering
+    logs = [p.read_text(errors="replace") for p in (tmp_path / "a").rglob("*.log")]
+    seen = "\n".join([r.stdout, r.stderr, json.dumps(result), *logs])
+    for secret in (password, quote(password, safe="")):
+        assert secret not in seen
+    cycle = Cycle(dataclasses.replace(load_project(project), warehouse_url=url), progress=lambda _: None)
+    assert [cycle.status(x) for x in b[:2]] == ["done", "done"]
     assert check_all(cycle.plan, cycle.lake, cycle.warehouse.read_view) == []
     assert all(row.published_at for row in cycle.warehouse.ledger() if row.kind == "batch")
     cycle.close()
@@ -318,5 +314,6 @@ def test_dag_keeps_every_mode_and_a_night_stops_at_an_unapplied_change(tmp_path)
         "CREATE VIEW yearly AS SELECT CAST(EXTRACT(year FROM date) AS INT) AS y, SUM(qty) AS q FROM pos "
         "GROUP BY CAST(EXTRACT(year FROM date) AS INT)\n")
     r = subprocess.run([str(Path(sys.executable).parent / "nightshift"), "propagate", "--project", str(project), "--batch", b[2],
-                        "--level", "0"], capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+                        "--level", "0"], capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT), NIGHTSHIFT_WAREHOUSE_URL=url))
     assert r.returncode == 1 and "added yearly; nightshift plan shows how; run nightshift apply" in r.stderr, r.stderr
