@@ -133,7 +133,7 @@ def write_report(out: Path, args, load: float, r: dict) -> None:
         f"| Figure 1's four views | {base['propagate']:.1f} | | {base['refresh']:.2f} | | | {read(base, 'base pos')} | "
         f"{read(base, 'copy SID_sales')} |",
         row(f"+ best_day, {nest['modes'].get('best_day')} mode (from SID_sales's summary-delta and lake copy)", nest),
-        row(f"+ best_day, {rec['modes'].get('best_day')} mode (Spark, over the base)", rec),
+        row(f"+ best_day, {rec['modes'].get('best_day')} mode (Spark, over SID_sales's rows after the batch)", rec),
         "",
         f"The same outer view rebuilt from the inner summary table ({nest['inner_rows']:,} rows of SID_sales) by "
         f"the DuckDB warehouse, `CREATE TABLE AS` (best of three): {nest['warehouse_recompute']:.3f} s, inside the "
@@ -141,8 +141,11 @@ def write_report(out: Path, args, load: float, r: dict) -> None:
         "",
         "Rows read: the rows of the row groups Spark's Parquet scans read during propagate (the manifest's "
         "`rows_read`, before filters), summed over scans. Nested mode recomputes a store's best day only when "
-        "the inner group holding its maximum shrank or vanished and nothing re-established it (000 §5's C_i, "
-        "the old maximum read from best_day's own lake copy).",
+        "an inner group at its maximum shrank or vanished and nothing re-established it (000 §5's C_i, the old "
+        "maximum read from best_day's own lake copy); item-day totals tie at the maximum, so a night touching "
+        "one of the tied groups still recomputes that store from SID_sales's whole lake copy. Recompute mode "
+        "evaluates best_day over SID_sales's rows after the batch (its lake copy and tonight's updates), "
+        "not over pos.",
         "",
     ]
     out.write_text("\n".join(lines))

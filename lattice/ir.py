@@ -237,10 +237,12 @@ class Plan:
     @property
     def copied_views(self) -> tuple[View, ...]:
         """The views the lake keeps a copy of (paper 000): every incremental view a nested or auxiliary-mode view reads (its
-        old rows), and every nested view with MIN/MAX (its old extremes: 5's C_i recomputes a group only
-        when its extreme was deleted and not re-established, which needs the extreme)."""
+        old rows), and every nested view with MIN/MAX not always recomputed ([views] x = "recompute"):
+        its old extremes (5's C_i recomputes a group only when its extreme was deleted and not
+        re-established, which needs the extreme). A copied view is kept by its summary-delta every night."""
         read = {r.lower() for v in self.lake_views if v.over_views for r in v.reads}
-        return tuple(v for v in self.lake_views if v.name.lower() in read or (v.over_views and v.has_min_max))
+        return tuple(v for v in self.lake_views if v.name.lower() in read
+                     or (v.over_views and v.has_min_max and v.maintain != "recompute"))
 
 
 # ---------------------------------------------------------------- the D-lattice (paper 001, Section 5)

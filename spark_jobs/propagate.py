@@ -66,11 +66,12 @@ def _propagate(spark: SparkSession, plan: Plan, lake: Lake, batch: str, state: L
             if step.level == k:
                 frames.append((step, view, _view_frame(spark, plan, view, step, night.changed, raw)))
                 final[view.name] = frames[-1][2]
-    _copies(spark, plan, lake, night, state, len(night.levels), lambda v: final[v])  # copies of last-level views
     frames.sort(key=lambda f: f[0].part)
     out = lake.delta_root(batch)
     t1 = time.perf_counter()
     _write_together(frames, out)
+    # the copies of last-level views follow their summary-deltas as written (not computed a second time)
+    _copies(spark, plan, lake, night, state, len(night.levels), lambda v: _stored_delta(spark, plan, lake, night, v))
     progress(f"propagate {batch}: {len(frames)} summary-deltas computed and written in {time.perf_counter() - t1:.1f}s")
     deltas = _results(frames, out, lambda d: progress(f"propagate {batch}: sd_{d.view}: {d.rows} rows"))
     manifest = Manifest(MANIFEST_VERSION, night, deltas, round(time.perf_counter() - t0, 3), meter.rows_read(lake, night))
@@ -261,9 +262,12 @@ def _summary_delta(spark: SparkSession, view: View, step: ViewStep, changed: fro
         # lost groups and their exact extremes are few next to the base: broadcast them
         old = emit.rel("copy", view.name) if step.exact_minmax == "extreme_deleted" else None
         lost = spark.sql(to_dialect(emit.lost_groups(view, step.exact_minmax != "lost", old), "spark"))
+        none_lost = lost.isEmpty()  # looked at first: a night where no group lost its extreme reads no rows for it
         F.broadcast(lost).createOrReplaceTempView(emit.rel("lost", view.name))
         for arg in emit.minmax_arguments(view):
             exact = spark.sql(to_dialect(emit.minmax_recompute(view, arg, changed), "spark"))
+            if none_lost:
+                exact = exact.limit(0)  # Spark's optimizer drops the whole scan under LIMIT 0
             F.broadcast(exact).createOrReplaceTempView(emit.rel("exact", f"{view.name}_{arg.index}"))
         sd = spark.sql(to_dialect(emit.with_exact_minmax(view), "spark"))
     columns = [k.name for k in view.keys] + [s.column for s in view.stored] + [emit.LOST]

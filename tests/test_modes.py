@@ -55,7 +55,7 @@ INCREMENTAL = {"SID_sales", "sR_sales", "weekly", "buckets", "totals", "priced",
                "busy_regions", "distinct_items", "reach"}
 NESTED = {"best_day", "top_store", "busy_regions"}
 AUXILIARY = {"distinct_items", "reach"}
-NIGHTS = 8
+NIGHTS = 6
 
 
 def _check(cycle: Cycle, model: Model, where: str) -> None:
