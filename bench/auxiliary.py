@@ -19,20 +19,16 @@ Writes bench/AUXILIARY.md with the machine's load at the start. Run it on an idl
 
 from __future__ import annotations
 
-import argparse
-import os
-import shutil
 import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
 from bench.modes import run_line
-from bench.nested import measured_night, project, read
+from bench.nested import compare_kinds, measured_night, project, read
 from nightshift.cycle import Cycle
 from runtime.lake import parquet_rows
 
-HERE = Path(__file__).resolve().parent
 NAME = "store_items"
 VIEW = (f"CREATE VIEW {NAME} AS SELECT storeID, COUNT(DISTINCT itemID) AS items, COUNT(*) AS sales "
         f"FROM pos GROUP BY storeID\n")
@@ -41,20 +37,7 @@ KINDS = ("figure1", "auxiliary", "recompute")
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.auxiliary", description=__doc__.split("\n\n")[0])
-    p.add_argument("--pos", type=int, default=10_000_000, help="pos rows before the night")
-    p.add_argument("--fraction", type=float, default=0.001, help="changes of the night, as a fraction of --pos")
-    p.add_argument("--work", default=str(HERE / "out" / "auxiliary"))
-    p.add_argument("--out", default=str(HERE / "AUXILIARY.md"))
-    args = p.parse_args(argv)
-    load = os.getloadavg()[0]
-    work = Path(args.work)
-    shutil.rmtree(work, ignore_errors=True)
-    night(work / "warm-up", 20_000, args.fraction, "auxiliary")  # JVM and Spark warm before the first clock
-    results = {kind: night(work / kind, args.pos, args.fraction, kind) for kind in KINDS}
-    write_report(Path(args.out), args, load, results)
-    print(f"wrote {args.out}")
-    return 0
+    return compare_kinds(argv, "auxiliary", __doc__, "AUXILIARY.md", KINDS, night, write_report)
 
 
 def night(root: Path, rows: int, fraction: float, kind: str) -> dict:

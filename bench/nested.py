@@ -39,17 +39,23 @@ KINDS = ("figure1", "nested", "recompute")
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.nested", description=__doc__.split("\n\n")[0])
+    return compare_kinds(argv, "nested", __doc__, "NESTED.md", KINDS, night, write_report)
+
+
+def compare_kinds(argv, name: str, doc: str, report: str, kinds: tuple[str, ...], night, write_report) -> int:
+    """python -m bench.<name> [--pos N] [--fraction F] [--work DIR] [--out FILE]: a warm-up night of
+    kinds[1], then night(work/kind, pos, fraction, kind) for every kind, reported by write_report."""
+    p = argparse.ArgumentParser(prog=f"python -m bench.{name}", description=doc.split("\n\n")[0])
     p.add_argument("--pos", type=int, default=10_000_000, help="pos rows before the night")
     p.add_argument("--fraction", type=float, default=0.001, help="changes of the night, as a fraction of --pos")
-    p.add_argument("--work", default=str(HERE / "out" / "nested"))
-    p.add_argument("--out", default=str(HERE / "NESTED.md"))
+    p.add_argument("--work", default=str(HERE / "out" / name))
+    p.add_argument("--out", default=str(HERE / report))
     args = p.parse_args(argv)
     load = os.getloadavg()[0]
     work = Path(args.work)
     shutil.rmtree(work, ignore_errors=True)
-    night(work / "warm-up", 20_000, args.fraction, "nested")  # JVM and Spark warm before the first clock
-    results = {kind: night(work / kind, args.pos, args.fraction, kind) for kind in KINDS}
+    night(work / "warm-up", 20_000, args.fraction, kinds[1])  # JVM and Spark warm before the first clock
+    results = {kind: night(work / kind, args.pos, args.fraction, kind) for kind in kinds}
     write_report(Path(args.out), args, load, results)
     print(f"wrote {args.out}")
     return 0
