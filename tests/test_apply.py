@@ -214,7 +214,7 @@ def test_the_diff_names_each_change_and_how_without_spark():
 
     built = describe(_compile(BEFORE))
     change = diff(built, _compile(AFTER))
-    assert change.added == ("city_best", "monthly") and change.dropped == ("sR_sales",)
+    assert change.added == ("city_best", "monthly", "store_items") and change.dropped == ("sR_sales",)
     assert [(c.view, c.how) for c in change.changed] == [
         ("big_sales", ('filter: ("pos"."qty" >= 3) -> ("pos"."qty" >= 2)',))]
     # a view over a changed view changes too, and says why
