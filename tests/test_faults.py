@@ -29,10 +29,9 @@ CRASH_POINTS = (  # every view's merge is in the one refresh transaction: three 
 # the lake-side steps (propagate, apply-base) do the same on either warehouse: PostgreSQL runs the points of
 # the steps that write to it, and one of propagate's
 WAREHOUSE_POINTS = [p for p in CRASH_POINTS if p.startswith(("refresh:", "after_refresh", "propagate:after_view:SID"))]
-CASES = [(b, p) for b in BACKENDS for p in CRASH_POINTS if b == "duckdb" or p in WAREHOUSE_POINTS]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", params=BACKENDS)
 def prepared(request, tmp_path_factory, spark_session):
     """A project after two nights, plus night 3 (with deletes and a dimension change) landed but not run,
     and a clean run of night 3 on a copy to compare against; on each warehouse backend."""
@@ -76,9 +75,11 @@ def state_of(root, spark) -> dict:
     return out
 
 
-@pytest.mark.parametrize("prepared, point", CASES, indirect=["prepared"], ids=[f"{b}-{p}" for b, p in CASES])
+@pytest.mark.parametrize("point", CRASH_POINTS)
 def test_crash_then_rerun_equals_clean_run(prepared, tmp_path, spark, monkeypatch, point):
     root, clean, model, pg = prepared
+    if pg and point not in WAREHOUSE_POINTS:  # (one prepared project per backend: a skip, not a new fixture)
+        pytest.skip("a lake-side step: the DuckDB case covers it")
     work = copy_project(root, tmp_path / "proj", pg)
     cycle = Cycle(load_project(work), spark=spark, progress=lambda _: None)
     if point == "after_refresh":
