@@ -25,7 +25,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from bench.modes import run_line
-from bench.nested import compare_kinds, measured_night, project, read
+from bench.nested import compare_kinds, measured_night, project, read, report_row
 from nightshift.cycle import Cycle
 from runtime.lake import parquet_rows
 
@@ -65,9 +65,7 @@ def write_report(out: Path, args, load: float, r: dict) -> None:
     base, aux, rec = r["figure1"], r["auxiliary"], r["recompute"]
 
     def row(label: str, x: dict) -> str:
-        return (f"| {label} | {x['propagate']:.1f} | {x['propagate'] - base['propagate']:+.1f} | {x['refresh']:.2f} | "
-                f"{x['refresh'] - base['refresh']:+.2f} | {x['sd_rows'].get(NAME, 0):,} | {read(x, 'base pos')} | "
-                f"{read(x, 'copy ' + AUX)} |")
+        return report_row(label, x, base, NAME, ("base pos", "copy " + AUX))
 
     lines = [
         "# DISTINCT aggregates: auxiliary mode vs recompute (bench/auxiliary.py, issue 19)",

@@ -114,13 +114,19 @@ def read(x: dict, source: str) -> str:
     return f"{x['rows_read'][source]:,}" if source in x["rows_read"] else ("0" if x["rows_read"] else "n/a")
 
 
+def report_row(label: str, x: dict, base: dict, view: str, sources: tuple[str, ...]) -> str:
+    """One project's line of a report table: propagate and window (and their difference to `base`), the
+    view's summary-delta rows, the rows read from each of `sources`."""
+    return (f"| {label} | {x['propagate']:.1f} | {x['propagate'] - base['propagate']:+.1f} | {x['refresh']:.2f} | "
+            f"{x['refresh'] - base['refresh']:+.2f} | {x['sd_rows'].get(view, 0):,} | "
+            + " | ".join(read(x, s) for s in sources) + " |")
+
+
 def write_report(out: Path, args, load: float, r: dict) -> None:
     base, nest, rec = r["figure1"], r["nested"], r["recompute"]
 
     def row(label: str, x: dict) -> str:
-        return (f"| {label} | {x['propagate']:.1f} | {x['propagate'] - base['propagate']:+.1f} | {x['refresh']:.2f} | "
-                f"{x['refresh'] - base['refresh']:+.2f} | {x['sd_rows'].get('best_day', 0):,} | {read(x, 'base pos')} | "
-                f"{read(x, 'copy SID_sales')} |")
+        return report_row(label, x, base, "best_day", ("base pos", "copy SID_sales"))
 
     lines = [
         "# A view over a summary view: nested mode vs recompute (bench/nested.py, issue 18)",

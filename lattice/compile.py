@@ -96,10 +96,10 @@ def _auxiliary(statement: ViewStatement, schema: Schema, names: frozenset[str]) 
         return None
     try:
         aux = normalize(parse_view(parts.auxiliary, schema, names))
-        if aux.mode != "delta" or schema.table(aux.fact).view is not None:
+        if schema.table(aux.fact).view is not None:
             return None  # DISTINCT over another summary view's rows: recompute
         outer = normalize(parse_view(parts.outer, with_view_tables(schema, [aux]), names | {aux.name.lower()}))
-    except (NotIncremental, UnsupportedView):
+    except UnsupportedView:  # NotIncremental too: the rewrite does not cover the view
         return None
     why = "; ".join(f"{c}: {w}" for c, w in parts.columns)
     aux = replace(aux, reason=f"auxiliary view of {statement.name} (paper 002): per group, each value of "

@@ -53,6 +53,12 @@ def _join_clause(view: View, source_of: dict[str, str]) -> str:
     return "\n  ".join(parts)
 
 
+def same_keys(view: View, left: str, right: str) -> str:
+    """The join condition of two relations (aliases `left`, `right`) holding a view's group keys by name:
+    each key null-safely equal (a NULL key is a group); 1 = 1 for a grand total."""
+    return " AND ".join(f"{left}.{q(k.name)} IS NOT DISTINCT FROM {right}.{q(k.name)}" for k in view.keys) or "1 = 1"
+
+
 def _signed(table: str) -> str:
     """The change set of one table as signed rows: +1 per inserted, -1 per deleted row image."""
     return (
@@ -275,12 +281,11 @@ def lost_groups(view: View, weakly_minimal: bool = False, old: str | None = None
                 reaches, beyond = ("<=", ">") if s.kind == "min" else (">=", "<")
                 tests.append(f"({q('dl')}.{d} IS NOT NULL AND ({t} IS NULL OR ({q('dl')}.{d} {reaches} {t} "
                              f"AND ({c} IS NULL OR {c} {beyond} {t}))))")
-    on = " AND ".join(f"{q('sd')}.{q(k.name)} IS NOT DISTINCT FROM {q('dl')}.{q(k.name)}" for k in view.keys) or "1 = 1"
+    on = same_keys(view, q("sd"), q("dl"))
     picked = ", ".join(f"{q('sd')}.{q(k.name)}" for k in view.keys) or "1 AS _one"
     extreme = ""
     if old is not None:
-        on_old = " AND ".join(f"{q('sd')}.{q(k.name)} IS NOT DISTINCT FROM {q('t')}.{q(k.name)}" for k in view.keys)
-        extreme = f"\nLEFT JOIN {old} AS {q('t')} ON {on_old or '1 = 1'}"
+        extreme = f"\nLEFT JOIN {old} AS {q('t')} ON {same_keys(view, q('sd'), q('t'))}"
     return (
         f"SELECT DISTINCT {picked}, 1 AS {q('_ns_l')}\nFROM {sd} AS {q('sd')}\nJOIN (\n{deleted}\n) AS {q('dl')} ON {on}"
         f"{extreme}\nWHERE {q('sd')}.{q(LOST)} = 1 AND ({' OR '.join(tests) or 'FALSE'})"
@@ -305,12 +310,10 @@ def with_exact_minmax(view: View) -> str:
         else:
             cols.append(f"{sd}.{q(s.column)}")
     cols.append(f"CASE WHEN {recompute} THEN 1 ELSE 0 END AS {q(LOST)}")
-    on = " AND ".join(f"{sd}.{q(k.name)} IS NOT DISTINCT FROM {q('l')}.{q(k.name)}" for k in view.keys) or "1 = 1"
-    joins = [f"LEFT JOIN {rel('lost', view.name)} AS {q('l')} ON {on}"]
+    joins = [f"LEFT JOIN {rel('lost', view.name)} AS {q('l')} ON {same_keys(view, sd, q('l'))}"]
     for a in minmax_arguments(view):
         x = q(f"x{a.index}")
-        on = " AND ".join(f"{sd}.{q(k.name)} IS NOT DISTINCT FROM {x}.{q(k.name)}" for k in view.keys) or "1 = 1"
-        joins.append(f"LEFT JOIN {rel('exact', f'{view.name}_{a.index}')} AS {x} ON {on}")
+        joins.append(f"LEFT JOIN {rel('exact', f'{view.name}_{a.index}')} AS {x} ON {same_keys(view, sd, x)}")
     return f"SELECT {', '.join(cols)}\nFROM {rel('sd', view.name)} AS {sd}\n" + "\n".join(joins)
 
 
@@ -501,7 +504,7 @@ def view_update(view: View, copy: str, sd: str) -> str:
     Figure 8 (lattice.refresh) as the warehouse applies it, so copy and summary table agree. A row
     whose _ns_count is 0 is a group that is gone."""
     t, c = q("t"), q("c")
-    on = " AND ".join(f"{t}.{q(k.name)} IS NOT DISTINCT FROM {c}.{q(k.name)}" for k in view.keys) or "1 = 1"
+    on = same_keys(view, t, c)
     cols = [f"{c}.{q(k.name)} AS {q(k.name)}" for k in view.keys]
     for s in view.stored:
         cols.append(f"CAST(CASE WHEN {t}.{q('_ns_count')} IS NULL THEN {fresh(view, s, c)} "
@@ -516,7 +519,7 @@ def changed_rows(view: View, copy: str, sd: str, keep: bool) -> str:
     if not view.keys:  # a grand total: its one group changed when the summary-delta has a row
         test = f"EXISTS (SELECT 1 FROM {sd})"
         return f"SELECT * FROM {copy} WHERE {'' if keep else 'NOT '}{test}"
-    on = " AND ".join(f"{t}.{q(k.name)} IS NOT DISTINCT FROM {c}.{q(k.name)}" for k in view.keys)
+    on = same_keys(view, t, c)
     hit = f"{c}.{q('_ns_hit')}"
     return (f"SELECT {t}.* FROM {copy} AS {t}\nLEFT JOIN (SELECT DISTINCT {keys}, 1 AS {q('_ns_hit')} FROM {sd}) AS {c} "
             f"ON {on}\nWHERE {hit} IS {'NOT ' if keep else ''}NULL")

@@ -222,7 +222,8 @@ class Plan:
 
     @property
     def lake_views(self) -> tuple[View, ...]:
-        """Every view propagate keeps, in plan order (a view after the views it reads): the auxiliary views (never in the warehouse), then the served views."""
+        """Every view propagate keeps, in plan order (a view after the views it reads): the auxiliary
+        views (never in the warehouse), then the served views."""
         return self.auxiliary + self.views
 
     @property

@@ -41,15 +41,20 @@ def plan_text(plan: Plan, options: Options, night: NightPlan | None = None) -> s
                  f"statistics {night.statistics}; options: {_options_text(night.options)}")
     lines = [head]
     new_keys = {n.lower() for n in (night.options if night else options).new_keys}
-    for v in plan.views:
-        lines += ["", f"{v.name}  ({v.file})", f"  mode: {v.mode}" + (f" ({v.maintain} in [views])" if v.maintain != "auto" else "")]
+    auxiliary = {a.name for a in plan.auxiliary}
+    for v in (*plan.views, *plan.auxiliary):  # the served views, then the auxiliary views they read
+        if v.name in auxiliary:
+            lines += ["", f"{v.name}  (auxiliary view, lake only: lake/base/{v.name}/, never a warehouse table)",
+                      f"  mode: {v.mode}"]
+        else:
+            lines += ["", f"{v.name}  ({v.file})", f"  mode: {v.mode}" + (f" ({v.maintain} in [views])" if v.maintain != "auto" else "")]
         if not v.incremental:
             lines.append(f"  why: {v.reason}")
             lines.append(f"  reads: {', '.join((*v.tables, *v.reads))}; columns: {', '.join(o.name for o in v.outputs)}")
             if night is not None:
                 lines += _night_lines(night, v.name)
             continue
-        if v.over_views:
+        if v.over_views or v.name in auxiliary:
             lines.append(f"  why: {v.reason}")
         joins = ", ".join(f"{j.child}.{'/'.join(j.child_columns)} -> {j.parent}" for j in v.joins) or "none"
         lines.append(f"  fact {v.fact}; joins: {joins}")
@@ -71,15 +76,6 @@ def plan_text(plan: Plan, options: Options, night: NightPlan | None = None) -> s
             lines.append("  refresh (4.3): every summary-delta group declared new ([refresh] new_keys), verified each night")
         if night is not None:
             lines += _night_lines(night, v.name)
-    for a in plan.auxiliary:
-        lines += ["", f"{a.name}  (auxiliary view, lake only: lake/base/{a.name}/, never a warehouse table)",
-                  f"  why: {a.reason}",
-                  f"  fact {a.fact}; joins: {', '.join(f'{j.child} -> {j.parent}' for j in a.joins) or 'none'}"
-                  + (f"; filter: {a.where}" if a.where else ""),
-                  "  group by: " + ", ".join(_key_text(k) for k in a.keys),
-                  f"  stored: {', '.join(f'{s.column} {s.kind}' for s in a.stored)}"]
-        if night is not None:
-            lines += _night_lines(night, a.name)
     return "\n".join(lines)
 
 

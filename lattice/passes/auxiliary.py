@@ -55,10 +55,10 @@ def split(statement: ViewStatement) -> Split | None:
             or query.args.get("limit") or query.args.get("with_") or query.args.get("with"):
         return None
     aggregates = list(query.find_all(exp.AggFunc))
-    arguments = {_distinct_argument(a).sql() for a in aggregates if _distinct_argument(a) is not None}
-    if len(arguments) != 1:
+    distinct = [d for a in aggregates if (d := _distinct_argument(a)) is not None]
+    if len({d.sql() for d in distinct}) != 1:
         return None
-    argument = next(_distinct_argument(a) for a in aggregates if _distinct_argument(a) is not None)
+    argument = distinct[0]
     group = list(query.args["group"].expressions) if query.args.get("group") else []
     if any(_same(g, argument) for g in group):
         return None  # the group keys determine the argument (003): DISTINCT is 0/1; recompute keeps it
