@@ -39,7 +39,9 @@ class SourceNight:
 
 def init_demo(target: Path, rows: int, nights: int, seed: int = 7) -> tuple[list[str], list[SourceNight]]:
     """init_project's retail example (the same batches for the same seed), then two more nights landed as
-    sources: a full extract of every table, and a Debezium feed of every table."""
+    sources: a full extract of every table, and a Debezium feed of every table. The sources' paths are
+    absolute (a relative one in nightshift.toml would be read relative to the project)."""
+    target = Path(target).resolve()
     init_project(target, None, 0)
     gen = RetailGenerator(seed)
     ids = gen.write(target / "lake", rows, nights)

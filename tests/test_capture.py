@@ -608,3 +608,17 @@ def test_demo_captures_a_snapshot_night_and_a_cdc_night(tmp_path, spark, capsys)
         expected = [tuple(r.values()) for r in pa.Table.from_pandas(frame, preserve_index=False).to_pylist()]
         assert bag(con.execute(f'SELECT * FROM "{table}"').fetchall()) == bag(expected), table
     con.close()
+
+
+def test_demo_sources_of_a_relative_project_folder_are_found(tmp_path, monkeypatch):
+    """make demo runs `nightshift demo --dir demo-project`: the sources it lands must be found from the
+    project's nightshift.toml whatever the working folder (a relative path was read relative to the project
+    folder a second time, demo-project/demo-project/sources/...)."""
+    from nightshift.example_sources import init_demo
+
+    monkeypatch.chdir(tmp_path)
+    _, nights = init_demo(Path("demo-project"), rows=2000, nights=1)
+    paths = [Path(s.path) for night in nights for s in night.sources]
+    assert paths and all(p.is_absolute() and p.exists() for p in paths), paths
+    project = load_project(tmp_path / "demo-project")
+    assert all(Path(source_path(project, s, night.batch)).exists() for night in nights for s in night.sources)
