@@ -17,17 +17,20 @@ from __future__ import annotations
 import hashlib
 from dataclasses import replace
 
+import sqlglot
 from sqlglot import exp
 
+from lattice import emit
 from lattice.errors import ConfigError, NotIncremental, UnsupportedView
-from lattice.ir import MAINTAIN, FunctionalDependency, Plan, Schema, View
-from lattice.passes.auxiliary import split
-from lattice.passes.functions import check_functions
+from lattice.ir import MAINTAIN, FunctionalDependency, Plan, Schema, UserAggregate, View
+from lattice.passes.auxiliary import extremes_through_auxiliary, split, without_distinct
+from lattice.passes.functions import check_functions, nondeterministic
 from lattice.passes.nested import with_view_tables
 from lattice.passes.normalize import normalize
 from lattice.passes.parse_schema import parse_schema
-from lattice.passes.parse_views import ViewStatement, parse_view, read_view
+from lattice.passes.parse_views import ViewStatement, holistic, parse_view, read_view
 from lattice.passes.recompute import recompute_view
+from lattice.sql import ident
 
 
 def compile_project(
@@ -36,9 +39,12 @@ def compile_project(
     dependencies: tuple[FunctionalDependency, ...] = (),
     schema_file: str = "sql/schema.sql",
     maintain: tuple[tuple[str, str], ...] = (),
+    aggregates: tuple[UserAggregate, ...] = (),
 ) -> Plan:
     """Compile a project's schema and summary views (file name -> SQL text) into a Plan.
-    maintain: nightshift.toml [views] as (view name, "auto" | "incremental" | "recompute") pairs."""
+    maintain: nightshift.toml [views] as (view name, "auto" | "incremental" | "recompute") pairs;
+    aggregates: its [aggregates] (user-defined aggregates)."""
+    check_user_aggregates(aggregates)
     schema = parse_schema(schema_sql, schema_file)
     statements = [read_view(text, file) for file, text in sorted(view_files.items())]
     names = frozenset(s.name.lower() for s in statements)
@@ -48,7 +54,8 @@ def compile_project(
     auxiliary: list[View] = []
     for st in view_order(statements, names):
         read = [compiled[n] for n in _reads(st, names) if compiled[n].incremental]
-        view, aux = compile_view(st, with_view_tables(schema, read), names, settings.get(st.name.lower(), "auto"))
+        view, aux = compile_view(st, with_view_tables(schema, read), names, settings.get(st.name.lower(), "auto"),
+                                 aggregates)
         compiled[st.name.lower()] = view
         auxiliary += aux
     views = tuple(compiled[s.name.lower()] for s in view_order(statements, names))
@@ -57,26 +64,41 @@ def compile_project(
     read = {r.lower() for v in (*auxiliary, *views) if v.incremental for r in v.reads}
     schema = with_view_tables(schema, [v for v in (*auxiliary, *views) if v.name.lower() in read])
     digest = hashlib.sha256()
-    for part in [schema_sql, *(f"{f}\0{t}" for f, t in sorted(view_files.items())), repr(dependencies), repr(maintain)]:
+    for part in [schema_sql, *(f"{f}\0{t}" for f, t in sorted(view_files.items())), repr(dependencies), repr(maintain),
+                 *([repr(aggregates)] if aggregates else [])]:
         digest.update(part.encode())
         digest.update(b"\0")
     return Plan(schema=schema, views=views, dependencies=dependencies, fingerprint=digest.hexdigest()[:16],
                 auxiliary=tuple(auxiliary))
 
 
-def compile_view(statement: ViewStatement, schema: Schema, names: frozenset[str], maintain: str = "auto"
-                 ) -> tuple[View, tuple[View, ...]]:
+def compile_view(statement: ViewStatement, schema: Schema, names: frozenset[str], maintain: str = "auto",
+                 aggregates: tuple[UserAggregate, ...] = ()) -> tuple[View, tuple[View, ...]]:
     """The view in the cheapest mode that keeps it exactly: delta when paper 001's rules cover it
-    (nested when its fact table is another summary view), auxiliary when its DISTINCT aggregates
-    are kept over an auxiliary view (returned beside it, lake only), else recompute (with the
-    reason); [views] <name> = "incremental" makes the latter an error."""
-    check_functions(statement.query, f"{statement.file}: view {statement.name}")
+    (nested when its fact table is another summary view), auxiliary when its DISTINCT and holistic
+    aggregates are kept over an auxiliary view (returned beside it, lake only), else recompute (with
+    the reason); [views] <name> = "incremental" makes the latter an error, and so does a user-defined
+    aggregate (no engine evaluates it: nightshift does, over the auxiliary view)."""
+    where = f"{statement.file}: view {statement.name}"
+    check_functions(statement.query, where, frozenset(a.name.lower() for a in aggregates))
+    if maintain == "auxiliary":
+        return _extremes_through_auxiliary(statement, schema, names, aggregates, where)
     try:
-        view = normalize(parse_view(statement, schema, names))
+        view = normalize(parse_view(statement, schema, names, aggregates))
     except NotIncremental as e:
-        kept = _auxiliary(statement, schema, names) if maintain != "recompute" else None
+        plain = _without_distinct(statement, schema, names) if maintain != "recompute" else None
+        if plain is not None:
+            return replace(plain, maintain=maintain), ()
+        kept = _auxiliary(statement, schema, names, aggregates) if maintain != "recompute" else None
         if kept is not None:
             return replace(kept[0], maintain=maintain), kept[1]
+        uda = next((n.name for n in statement.query.find_all(exp.Anonymous) if holistic(n, aggregates)), None)
+        if uda is not None:
+            why = ('nightshift.toml [views] keeps it by recompute' if maintain == "recompute"
+                   else "the auxiliary mode does not cover this view (its DISTINCT, holistic and user-defined "
+                        "aggregates must share one argument, and no expression may combine aggregates)")
+            raise UnsupportedView(f"{where}: {uda}() is a user-defined aggregate ([aggregates] in nightshift.toml), "
+                                  f"which only the auxiliary mode evaluates, and {why}") from None
         if maintain == "incremental":
             raise NotIncremental(f"{e}; nightshift.toml [views] {statement.name} = \"incremental\" forbids keeping it "
                                  f"by recompute (remove the setting, or rewrite the view)") from None
@@ -88,26 +110,120 @@ def compile_view(statement: ViewStatement, schema: Schema, names: frozenset[str]
     return replace(view, maintain=maintain), ()
 
 
-def _auxiliary(statement: ViewStatement, schema: Schema, names: frozenset[str]) -> tuple[View, tuple[View]] | None:
+def _extremes_through_auxiliary(statement: ViewStatement, schema: Schema, names: frozenset[str],
+                                aggregates: tuple[UserAggregate, ...], where: str) -> tuple[View, tuple[View, ...]]:
+    """[views] <name> = "auxiliary": the view's MIN/MAX kept over an auxiliary view of the argument's
+    multiplicities (issue 19 item 4), so that a night deleting a group's extreme recomputes it from the
+    auxiliary view's lake copy instead of reading the base; refused, with the reason, where that does not apply."""
+    rewritten = extremes_through_auxiliary(statement)
+    kept = _auxiliary(rewritten, schema, names, aggregates) if rewritten is not None else None
+    if kept is None:
+        raise UnsupportedView(f'{where}: nightshift.toml [views] {statement.name} = "auxiliary" keeps MIN/MAX through an '
+                              f'auxiliary view, which needs MIN/MAX (and any DISTINCT or holistic aggregates) over one '
+                              f'argument beside COUNT/SUM/MIN/MAX of other columns; remove the setting for this view')
+    view, aux = kept
+    view = replace(view, sql=statement.query.sql(), maintain="auxiliary", reason=(
+        f'MIN/MAX kept through the auxiliary view {aux[0].name} (nightshift.toml [views] {statement.name} = '
+        f'"auxiliary", paper 002): a group whose extreme is deleted is recomputed from its lake copy, never from '
+        f'the base'))
+    return view, aux
+
+
+def _without_distinct(statement: ViewStatement, schema: Schema, names: frozenset[str]) -> View | None:
+    """The delta mode, where keys make the view's DISTINCT redundant (lattice/passes/auxiliary.py:
+    without_distinct); None otherwise."""
+
+    def fact_key(rewritten: ViewStatement, column: exp.Column) -> bool:
+        parsed = parse_view(rewritten, schema, names)
+        table = schema.table(parsed.fact)
+        aliases = {t.alias_or_name.lower() for t in rewritten.query.find_all(exp.Table) if t.name.lower() == table.name.lower()}
+        return [c.lower() for c in table.primary_key] == [column.name.lower()] \
+            and (not column.table or column.table.lower() in aliases)
+
+    try:
+        found = without_distinct(statement, fact_key)
+        if found is None:
+            return None
+        view = normalize(parse_view(found[0], schema, names))
+    except UnsupportedView:  # NotIncremental too: the view needs more than dropping DISTINCT
+        return None
+    if schema.table(view.fact).view is not None:
+        return None
+    return replace(view, sql=statement.query.sql(),
+                   reason=f"DISTINCT needs no auxiliary view (paper 003): {found[1]}")
+
+
+def _auxiliary(statement: ViewStatement, schema: Schema, names: frozenset[str], aggregates: tuple[UserAggregate, ...]
+               ) -> tuple[View, tuple[View]] | None:
     """The auxiliary mode (lattice/passes/auxiliary.py): the view over its auxiliary view A, and A (a
     delta-mode view of base tables, lake only); None when the rewrite does not cover the view."""
-    parts = split(statement)
+    parts = split(statement, aggregates)
     if parts is None:
         return None
     try:
         aux = normalize(parse_view(parts.auxiliary, schema, names))
         if schema.table(aux.fact).view is not None:
             return None  # DISTINCT over another summary view's rows: recompute
-        outer = normalize(parse_view(parts.outer, with_view_tables(schema, [aux]), names | {aux.name.lower()}))
+        outer = normalize(parse_view(parts.outer, with_view_tables(schema, [aux]), names | {aux.name.lower()},
+                                     aggregates))
     except UnsupportedView:  # NotIncremental too: the rewrite does not cover the view
         return None
     why = "; ".join(f"{c}: {w}" for c, w in parts.columns)
     aux = replace(aux, reason=f"auxiliary view of {statement.name} (paper 002): per group, each value of "
                               f"{parts.argument} with its multiplicity; columns {why}")
-    view = replace(outer, sql=statement.query.sql(), mode="auxiliary", reads=(aux.name,),
-                   reason=f"DISTINCT aggregates over {parts.argument} kept from the auxiliary view {aux.name} "
-                          f"(paper 002, lake only): its changed groups re-aggregated as updates (paper 000, 6)")
+    kinds = " and ".join(k for k, present in (("DISTINCT", parts.distinct), ("holistic", outer.has_holistic)) if present)
+    sql = statement.query.sql()
+    if any(s.func.startswith("uda ") for s in outer.stored):  # no engine runs the user's SQL: the oracle's
+        sql = _evaluable(parts.outer.query, outer, aggregates)
+    view = replace(outer, sql=sql, mode="auxiliary", reads=(aux.name,),
+                   reason=f"{kinds} aggregates over {parts.argument} kept from the auxiliary view {aux.name} "
+                          f"(paper 002, lake only): its changed groups re-aggregated as updates (paper 000, 6)"
+                          + ("; each changed group's holistic values recomputed from its values there, never from "
+                             "the base" if outer.has_holistic else ""))
     return view, (aux,)
+
+
+def _evaluable(query: exp.Select, outer: View, aggregates: tuple[UserAggregate, ...]) -> str:
+    """SQL any engine runs for a view with a user-defined aggregate (what the oracle recomputes): the
+    view over its auxiliary view, each holistic aggregate read from emit.holistic_values of its values."""
+    column = {s.func: s.column for s in outer.stored if s.kind == "holistic"}
+
+    def swap(node: exp.Expression) -> exp.Expression:
+        kept = holistic(node, aggregates)
+        if kept is None:
+            return node
+        return exp.func("MAX", exp.column(column[kept[0]], table="__ns_u", quoted=True))
+
+    on = " AND ".join(f"{k.sql} IS NOT DISTINCT FROM \"__ns_u\".{ident(k.name)}" for k in outer.keys) or "1 = 1"
+    values = emit.holistic_values(outer, ident(outer.fact))
+    return query.copy().transform(swap).join(f"({values}) AS \"__ns_u\"", on=on, join_type="left").sql()
+
+
+def check_user_aggregates(aggregates: tuple[UserAggregate, ...]) -> None:
+    """Each [aggregates] entry: a name no engine already knows, SQL that parses, reads only x, i and n,
+    aggregates them, and is made of functions the engines agree on."""
+    for a in aggregates:
+        where = f"nightshift.toml: [aggregates] {a.name}"
+        if not a.name.isidentifier() or not isinstance(sqlglot.parse_one(f"{a.name}(x)"), exp.Anonymous):
+            raise ConfigError(f"{where}: the name must be an identifier that is not a SQL function")
+        try:
+            tree = sqlglot.parse_one(a.sql)
+        except sqlglot.errors.ParseError as e:
+            raise ConfigError(f"{where}: sql does not parse: {str(e).splitlines()[0]}") from None
+        other = sorted({c.sql() for c in tree.find_all(exp.Column) if c.table or c.name.lower() not in ("x", "i", "n")})
+        if other:
+            raise ConfigError(f"{where}: sql reads {', '.join(other)}; it may read only x (a value), i (its position "
+                              f"1..n in ascending order) and n (the number of values)")
+        if not tree.find(exp.AggFunc):
+            raise ConfigError(f"{where}: sql has no aggregate (e.g. AVG(CASE WHEN i > 0.1 * n AND i <= 0.9 * n THEN x END))")
+        random = nondeterministic(tree)
+        if random:
+            raise ConfigError(f"{where}: {random} gives a different value on every run; an aggregate kept "
+                              f"incrementally must be deterministic")
+        try:
+            check_functions(tree, where)
+        except UnsupportedView as e:
+            raise ConfigError(str(e)) from None
 
 
 def _check_auxiliary_names(views: tuple[View, ...], auxiliary: list[View]) -> None:

@@ -167,6 +167,8 @@ def _preaggregated_fact(view: View) -> str:
 def _agg_of(s: StoredAggregate) -> str:
     if s.kind == "count_star":
         return f"SUM({q('_src_count')})"
+    if s.kind == "holistic":
+        return "NULL"  # every changed group's value is recomputed (holistic_values)
     src = q(f"_src_{'cnt' if s.kind == 'count' else s.kind}_{s.arg}")
     return {"count": f"SUM({src})", "sum": f"SUM({src})", "min": f"MIN({src})", "max": f"MAX({src})"}[s.kind]
 
@@ -202,6 +204,8 @@ def base_aggregate(view: View, s: StoredAggregate) -> str:
     """A stored aggregate computed from base rows (materialize; validation's sampled recompute)."""
     if s.kind == "count_star":
         return f"CAST(COUNT(*) AS {s.type})"
+    if s.kind == "holistic":
+        return f"CAST(NULL AS {s.type})"  # filled in by with_holistic(holistic_values(...))
     arg = next(a for a in view.arguments if a.index == s.arg)
     func = {"count": "COUNT", "sum": "SUM", "min": "MIN", "max": "MAX"}[s.kind]
     return f"CAST({func}({arg.sql}) AS {s.type})"
@@ -317,6 +321,103 @@ def with_exact_minmax(view: View) -> str:
     return f"SELECT {', '.join(cols)}\nFROM {rel('sd', view.name)} AS {sd}\n" + "\n".join(joins)
 
 
+# ------------------------------------------------------------------ holistic aggregates (paper 002)
+
+WEIGHT = "m"  # an auxiliary view's multiplicity column (lattice/passes/auxiliary.py)
+
+
+def holistic_values(view: View, rows: str, changed: str | None = None) -> str:
+    """Every holistic stored aggregate of `view` (kept over an auxiliary view: each fact row is a value
+    e of a group with its multiplicity m), per group of the fact relation `rows` (aliased with the fact's
+    name) — only the groups of the relation `changed` (a summary-delta: its keys by name) when given.
+
+    The values of a group sorted, each row covering the positions _c - m + 1 .. _c of the expanded
+    sequence of _n values (NULLs dropped): PERCENTILE_CONT(p) interpolates between the values at the
+    0-based positions FLOOR and CEIL of p * (_n - 1) (as Spark, DuckDB and PostgreSQL do);
+    PERCENTILE_DISC(p) is the value at the 1-based position GREATEST(1, CEIL(p * _n)); MODE is the
+    smallest of the most frequent values."""
+    hol = [s for s in view.stored if s.kind == "holistic"]
+    if len({s.arg for s in hol}) != 1:
+        raise ValueError(f"view {view.name}: holistic aggregates over {len({s.arg for s in hol})} arguments "
+                         f"(its auxiliary view has one)")
+    a = next(a for a in view.arguments if a.index == hol[0].arg)
+    keys = [q(k.name) for k in view.keys]
+    part = f"PARTITION BY {', '.join(keys)}" if keys else ""
+    v, w, c, n, x = (q(name) for name in ("_v", "_w", "_c", "_n", "_x"))
+    cols = [f"CAST({k.sql} AS {k.type}) AS {q(k.name)}" for k in view.keys]
+    cols += [f"({a.sql}) AS {v}", f"{q(view.fact)}.{q(WEIGHT)} AS {w}"]
+    join = ""
+    if changed is not None and view.keys:
+        on = " AND ".join(f"CAST({k.sql} AS {k.type}) IS NOT DISTINCT FROM {q('g')}.{q(k.name)}" for k in view.keys)
+        join = f"\n  JOIN (SELECT DISTINCT {', '.join(keys)} FROM {changed}) AS {q('g')} ON {on}"
+    vals = f"SELECT {', '.join(cols)}\nFROM {rows} AS {q(view.fact)}{join}\nWHERE ({a.sql}) IS NOT NULL"
+    ranked = (f"SELECT *, SUM({w}) OVER ({part} ORDER BY {v} ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS {c}, "
+              f"SUM({w}) OVER ({part}) AS {n}, MAX({w}) OVER ({part}) AS {x}\nFROM (\n{vals}\n) AS {q('r')}")
+
+    def at(position: str) -> str:  # the value at a 0-based position of the expanded sequence
+        return f"MIN(CASE WHEN {c} - {w} <= {position} AND {position} < {c} THEN {v} END)"
+
+    picks, finals = [], []
+    for s in (s for s in hol if not s.func.startswith("uda ")):
+        name, _, fraction = s.func.partition(" ")
+        p, col = f"CAST({fraction} AS DOUBLE)", q(s.column)  # in DOUBLE, as the engines compute positions
+        if name == "percentile_cont":
+            pos = f"({p} * ({n} - 1))"
+            picks += [f"{at(f'FLOOR({pos})')} AS {q(s.column + '_lo')}", f"{at(f'CEIL({pos})')} AS {q(s.column + '_hi')}",
+                      f"MAX({pos}) AS {q(s.column + '_pos')}"]
+            lo, hi, at_pos = (q(s.column + suffix) for suffix in ("_lo", "_hi", "_pos"))
+            finals.append(f"CAST(CASE WHEN FLOOR({at_pos}) = CEIL({at_pos}) THEN CAST({lo} AS DOUBLE) ELSE "
+                          f"(CEIL({at_pos}) - {at_pos}) * CAST({lo} AS DOUBLE) + ({at_pos} - FLOOR({at_pos})) * "
+                          f"CAST({hi} AS DOUBLE) END AS {s.type}) AS {col}")
+        elif name == "percentile_disc":
+            picks.append(f"{at(f'(GREATEST(1, CEIL({p} * {n})) - 1)')} AS {col}")
+            finals.append(f"CAST({col} AS {s.type}) AS {col}")
+        else:  # mode
+            picks.append(f"MIN(CASE WHEN {w} = {x} THEN {v} END) AS {col}")
+            finals.append(f"CAST({col} AS {s.type}) AS {col}")
+    group = f"\nGROUP BY {', '.join(keys)}" if keys else ""
+    parts = []
+    if picks:
+        parts.append(f"SELECT {', '.join(keys + finals)}\nFROM (\nSELECT {', '.join(keys + picks)}\nFROM (\n{ranked}\n) AS "
+                     f"{q('s')}{group}\n) AS {q('b')}")
+    udas = [s for s in hol if s.func.startswith("uda ")]
+    if udas:  # each value repeated m times, numbered 1..n in ascending order, the user's SQL over (x, i, n)
+        i = q("_i")
+        numbered = (f"SELECT {', '.join(keys + [v])}, ROW_NUMBER() OVER ({part} ORDER BY {v}) AS {i}, "
+                    f"COUNT(*) OVER ({part}) AS {n}\nFROM (\nSELECT {q('r')}.* FROM (\n{vals}\n) AS {q('r')}\n"
+                    f"CROSS JOIN UNNEST(GENERATE_SERIES(1, {q('r')}.{w})) AS {q('_ns_k')}({q('k')})\n) AS {q('x')}")
+        cols = [f"CAST({user_aggregate_sql(s.definition, v, i, n)} AS {s.type}) AS {q(s.column)}" for s in udas]
+        parts.append(f"SELECT {', '.join(keys + cols)}\nFROM (\n{numbered}\n) AS {q('u')}{group}")
+    if len(parts) == 1:
+        return parts[0]
+    picked = [f"{q('b')}.{k}" for k in keys] + [f"{q('b' if not s.func.startswith('uda ') else 'u')}.{q(s.column)}"
+                                                for s in hol]
+    on = " AND ".join(f"{q('b')}.{k} IS NOT DISTINCT FROM {q('u')}.{k}" for k in keys) or "1 = 1"
+    return f"SELECT {', '.join(picked)}\nFROM (\n{parts[0]}\n) AS {q('b')}\nJOIN (\n{parts[1]}\n) AS {q('u')} ON {on}"
+
+
+def user_aggregate_sql(definition: str, x: str, i: str, n: str) -> str:
+    """A user-defined aggregate's SQL (over the columns x, i, n) over the given column expressions."""
+    columns = {"x": x, "i": i, "n": n}
+
+    def swap(node):
+        if isinstance(node, sqlglot.exp.Column) and not node.table and node.name.lower() in columns:
+            return sqlglot.parse_one(columns[node.name.lower()])
+        return node
+
+    return sqlglot.parse_one(definition).transform(swap).sql()
+
+
+def with_holistic(view: View, sd: str, values: str) -> str:
+    """`sd` (a summary-delta, or the view's rows) with its holistic columns taken from `values`
+    (holistic_values): a group without values (every one deleted or NULL) gets NULL."""
+    cols = [f"{q('sd')}.{q(k.name)}" for k in view.keys]
+    cols += [f"{q('h' if s.kind == 'holistic' else 'sd')}.{q(s.column)}" for s in view.stored]
+    cols.append(f"{q('sd')}.{q(LOST)}")
+    return (f"SELECT {', '.join(cols)}\nFROM {sd} AS {q('sd')}\n"
+            f"LEFT JOIN {values} AS {q('h')} ON {same_keys(view, q('sd'), q('h'))}")
+
+
 # ------------------------------------------------------------------ the oracle
 
 
@@ -357,6 +458,8 @@ def composed(a, column: Callable[[str], str], over: Callable[[str], str]) -> str
     y = column(a.weight) if a.weight else None
     if a.rule in ("sum", "min", "max"):
         return f"{a.rule.upper()}({column(a.source)})"
+    if a.rule == "holistic":
+        return "NULL"  # recomputed for every changed group (holistic_values)
     if a.rule == "sum_weighted":
         return f"SUM(({over(a.source)}) * {y})"
     if a.rule == "count_weighted":

@@ -134,12 +134,29 @@ class Argument:
 
 @dataclass(frozen=True)
 class StoredAggregate:
-    """A column the summary table keeps (Table 2 / Figure 8): COUNT(*), COUNT(e), SUM(e), MIN(e), MAX(e)."""
+    """A column the summary table keeps (Table 2 / Figure 8): COUNT(*), COUNT(e), SUM(e), MIN(e), MAX(e),
+    or a holistic aggregate of e (paper 002: only over an auxiliary view, whose rows are the group's
+    values e with their multiplicities m; every changed group's value is recomputed from them)."""
 
-    kind: str  # 'count_star' | 'count' | 'sum' | 'min' | 'max'
-    column: str  # e.g. _ns_count, _ns_cnt_1, _ns_sum_1
+    kind: str  # 'count_star' | 'count' | 'sum' | 'min' | 'max' | 'holistic'
+    column: str  # e.g. _ns_count, _ns_cnt_1, _ns_sum_1, _ns_hol_1_1
     arg: int | None  # Argument.index, None for count_star
     type: str
+    func: str = ""  # holistic: 'percentile_cont <p>' | 'percentile_disc <p>' | 'mode' | 'uda <name>' (parse_views.holistic)
+    definition: str = ""  # a user-defined aggregate's SQL over x, i, n (UserAggregate.sql)
+
+
+@dataclass(frozen=True)
+class UserAggregate:
+    """nightshift.toml [aggregates] <name> = { sql = "...", type = "DOUBLE" }: an aggregate a data engineer
+    declares in SQL, over the group's non-NULL argument values as rows (x, i, n): x the value, i its
+    position in ascending order (1..n), n their number. E.g. a trimmed mean,
+    AVG(CASE WHEN i > 0.1 * n AND i <= 0.9 * n THEN x END). Views call it as name(argument); it is kept
+    through an auxiliary view (paper 002), each changed group's value recomputed from its values."""
+
+    name: str
+    sql: str  # neutral SQL: an aggregate expression over the columns x, i, n
+    type: str = "DOUBLE"
 
 
 @dataclass(frozen=True)
@@ -147,13 +164,13 @@ class Output:
     """A declared column of the view, as an expression over the summary table's stored columns."""
 
     name: str
-    kind: str  # 'key' | 'count_star' | 'count' | 'sum' | 'avg' | 'min' | 'max' | 'column' (a recompute view's)
+    kind: str  # 'key' | 'count_star' | 'count' | 'sum' | 'avg' | 'min' | 'max' | 'holistic' | 'column' (a recompute view's)
     source: str  # stored column (key name or aggregate column); for avg the SUM column
     count_column: str | None = None  # for avg: the COUNT(e) column
 
 
 MODES = ("delta", "auxiliary", "nested", "recompute")  # how a view is kept (DESIGN.md: "four modes")
-MAINTAIN = ("auto", "incremental", "recompute")  # nightshift.toml [views] <name> = ...
+MAINTAIN = ("auto", "incremental", "recompute", "auxiliary")  # nightshift.toml [views] <name> = ...
 
 
 @dataclass(frozen=True)
@@ -173,7 +190,9 @@ class View:
     having: str | None = None  # HAVING as neutral SQL over the storage table's columns: the serving view's filter
     mode: str = "delta"  # MODES: how the plan keeps the view
     reason: str = ""  # why that mode (the construct that no incremental rule covers, and where)
-    maintain: str = "auto"  # MAINTAIN: [views] in nightshift.toml (incremental: never recompute; recompute: always)
+    # MAINTAIN: [views] in nightshift.toml (incremental: never recompute; recompute: always; auxiliary: MIN/MAX
+    # through an auxiliary view, so a deleted extreme is recomputed from it, never from the base)
+    maintain: str = "auto"
     reads: tuple[str, ...] = ()  # the summary views its SQL reads (a view over views; recompute mode inlines them)
 
     @property
@@ -194,6 +213,10 @@ class View:
     @property
     def has_min_max(self) -> bool:
         return any(s.kind in ("min", "max") for s in self.stored)
+
+    @property
+    def has_holistic(self) -> bool:
+        return any(s.kind == "holistic" for s in self.stored)
 
     @property
     def storage_table(self) -> str:
@@ -228,7 +251,7 @@ class Plan:
 
     @property
     def fact_tables(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(v.fact for v in self.views if v.incremental))
+        return tuple(dict.fromkeys(v.fact for v in self.lake_views if v.incremental))  # an auxiliary view's too
 
     @property
     def incremental_views(self) -> tuple[View, ...]:

@@ -40,6 +40,8 @@ def _description(v: View) -> dict:
             return f"{o.name} = COUNT(*)"
         s = stored.get(o.source)
         arg = args.get(s.arg) if s is not None else None
+        if arg and o.kind == "holistic":  # e.g. percentile_cont 0.5, uda trimmed_mean (its SQL is in the fingerprint)
+            return f"{o.name} = {s.func.upper()}({arg})"
         return f"{o.name} = {o.kind.upper()}({arg})" if arg else o.name
 
     return {

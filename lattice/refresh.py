@@ -22,6 +22,8 @@ def merged(view: View, s: StoredAggregate, t: str, c: str, lost: str) -> str:
     empty = f"{t}.{cnt} + {c}.{cnt} = 0"
     if s.kind == "sum":
         return f"CASE WHEN {empty} THEN NULL ELSE COALESCE({t}.{col}, 0) + COALESCE({c}.{col}, 0) END"
+    if s.kind == "holistic":  # propagate recomputed it for every changed group (emit.holistic_values)
+        return f"CASE WHEN {empty} THEN NULL ELSE {c}.{col} END"
     pick = "LEAST" if s.kind == "min" else "GREATEST"
     return f"CASE WHEN {empty} THEN NULL WHEN {lost} THEN {c}.{col} ELSE {pick}({t}.{col}, {c}.{col}) END"
 

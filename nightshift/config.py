@@ -14,7 +14,7 @@ from pathlib import Path
 import duckdb
 
 from lattice import compile_project
-from lattice.ir import FunctionalDependency, Plan
+from lattice.ir import FunctionalDependency, Plan, UserAggregate
 from lattice.sql import ident, to_dialect
 from runtime.errors import ConfigError, UnsupportedView
 from runtime.options import Options
@@ -55,7 +55,8 @@ class Project:
     settings: dict
     warehouse_conn_id: str = ""  # [warehouse] airflow_conn_id: DAG tasks take the URL from this Airflow connection
     options: Options = Options()  # the method's switches ([refresh] new_keys and NIGHTSHIFT_* flags), read once
-    maintain: tuple[tuple[str, str], ...] = ()  # [views] name = "auto" | "incremental" | "recompute"
+    maintain: tuple[tuple[str, str], ...] = ()  # [views] name = "auto" | "incremental" | "recompute" | "auxiliary"
+    aggregates: tuple[UserAggregate, ...] = ()  # [aggregates] name = { sql = "...", type = "DOUBLE" }
 
     @property
     def name(self) -> str:
@@ -70,7 +71,8 @@ class Project:
         if not summaries:
             raise ConfigError(f"{self.root / 'sql' / 'summaries'}: no summary views (*.sql) found")
         files = {str(p.relative_to(self.root)): p.read_text() for p in summaries}
-        plan = compile_project(schema_file.read_text(), files, self.dependencies, "sql/schema.sql", self.maintain)
+        plan = compile_project(schema_file.read_text(), files, self.dependencies, "sql/schema.sql", self.maintain,
+                               self.aggregates)
         check_views(plan)
         return plan
 
@@ -84,7 +86,7 @@ def load_project(root: str | Path) -> Project:
         data = tomllib.loads(toml_file.read_text())
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{toml_file}: malformed TOML: {e}") from None
-    for section in ("lake", "warehouse", "spark", "window", "dependencies", "refresh", "views"):
+    for section in ("lake", "warehouse", "spark", "window", "dependencies", "refresh", "views", "aggregates"):
         if section in data and not isinstance(data[section], dict):
             raise ConfigError(f"{toml_file}: [{section}] must be a table")
     lake = Path(_str(data, "lake", "path", "lake", toml_file))
@@ -111,14 +113,33 @@ def load_project(root: str | Path) -> Project:
         warehouse_conn_id=conn_id,
         options=Options.read(os.environ, _names(data.get("refresh", {}), "new_keys", toml_file)),
         maintain=_maintain(data.get("views", {}), toml_file),
+        aggregates=_aggregates(data.get("aggregates", {}), toml_file),
     )
+
+
+def _aggregates(section: dict, file: Path) -> tuple[UserAggregate, ...]:
+    """[aggregates] name = { sql = "...", type = "DOUBLE" } (or name = "sql"): user-defined aggregates;
+    the compiler checks their SQL (lattice.compile.check_user_aggregates)."""
+    out = []
+    for name, value in section.items():
+        if isinstance(value, str):
+            value = {"sql": value}
+        if not isinstance(value, dict) or not isinstance(value.get("sql"), str) or set(value) - {"sql", "type"}:
+            raise ConfigError(f'{file}: [aggregates] {name} must be "<sql>" or {{ sql = "<sql over x, i, n>", '
+                              f'type = "DOUBLE" }}, got {value!r}')
+        type_ = str(value.get("type", "DOUBLE")).upper()
+        if type_ not in ("DOUBLE", "BIGINT", "INTEGER") and not type_.startswith("DECIMAL("):
+            raise ConfigError(f"{file}: [aggregates] {name}: type {type_!r}: use DOUBLE, BIGINT, INTEGER or DECIMAL(p,s)")
+        out.append(UserAggregate(name, value["sql"], type_))
+    return tuple(out)
 
 
 def _maintain(section: dict, file: Path) -> tuple[tuple[str, str], ...]:
     out = []
     for name, value in section.items():
         if not isinstance(value, str):
-            raise ConfigError(f'{file}: [views] {name} must be "auto", "incremental" or "recompute", got {value!r}')
+            raise ConfigError(f'{file}: [views] {name} must be "auto", "incremental", "recompute" or "auxiliary", '
+                              f'got {value!r}')
         out.append((name, value))
     return tuple(out)
 
@@ -132,7 +153,7 @@ def check_views(plan: Plan) -> None:
         for t in plan.schema.base_tables:
             cols = ", ".join(f"{ident(c.name)} {c.type}" for c in t.columns)
             con.execute(f"CREATE TABLE {ident(t.name)} ({cols})")
-        for v in plan.views:
+        for v in plan.lake_views:  # auxiliary views first: a view with a user-defined aggregate reads its own
             try:
                 con.execute(f"CREATE VIEW {ident(v.name)} AS {to_dialect(v.sql, 'duckdb')}")
             except duckdb.Error as e:

@@ -187,12 +187,13 @@ def warehouse_suite(view: View, rollups_: tuple[Rollup, ...] = (), ident: Ident 
         bad = " OR ".join(f"{n(c)} IS NULL OR {n(c)} < 0 OR {n(c)} > {star}" for c in counts)
         exps.append(_rows(view, "count_within_count_star", f"SELECT * FROM {BATCH} WHERE {bad}",
                           f"every hidden COUNT(e) ({', '.join(counts)}) is between 0 and COUNT(*)"))
-    nullable = [s for s in view.stored if s.kind in ("sum", "min", "max")]
+    # a user-defined aggregate may be NULL over values too (a trimmed mean of one value), so it is left out
+    nullable = [s for s in view.stored if s.kind in ("sum", "min", "max", "holistic") and not s.func.startswith("uda ")]
     if nullable:
         bad = " OR ".join(f"CASE WHEN {n(s.column)} IS NULL THEN 1 ELSE 0 END <> "
                           f"CASE WHEN {n(view.stored_of('count', s.arg).column)} = 0 THEN 1 ELSE 0 END" for s in nullable)
         exps.append(_rows(view, "null_iff_count_zero", f"SELECT * FROM {BATCH} WHERE {bad}",
-                          f"every SUM/MIN/MAX ({', '.join(s.column for s in nullable)}) is NULL exactly when "
+                          f"every SUM/MIN/MAX/holistic ({', '.join(s.column for s in nullable)}) is NULL exactly when "
                           f"its COUNT(e) is 0 (Figure 8)"))
     for o in view.outputs:
         if o.kind == "avg":
@@ -367,6 +368,8 @@ def _recompute_sql(view: View) -> str:
     if view.keys:
         sampled = " AND ".join(f"{r} IS NOT DISTINCT FROM s.{q(k.name)}" for r, k in zip(refs, view.keys))
         where = where + [f"EXISTS (SELECT 1 FROM {q(keys_table(view))} AS s WHERE {sampled})"]
+    if view.has_holistic:
+        holistic = _holistic_recompute(view, refs, where)
     aggs, tests = [], []
     for s in view.stored:
         col = q(s.column)
@@ -376,14 +379,44 @@ def _recompute_sql(view: View) -> str:
     cond = f" WHERE {' AND '.join(where)}" if where else ""
     grouped = f" GROUP BY {', '.join(refs)}" if refs else " HAVING COUNT(*) > 0"
     outer = f" GROUP BY {keys}" if keys else ""
+    branch = f"SELECT 0, {recomputed} FROM {tables}{cond}{grouped}"
+    if view.has_holistic:  # the holistic columns from DuckDB's own aggregates over the expanded values
+        cols = [f"r.{q(k.name)}" for k in view.keys]
+        cols += [f"{'h' if s.kind == 'holistic' else 'r'}.{q(s.column)}" for s in view.stored]
+        on = " AND ".join(f"r.{q(k.name)} IS NOT DISTINCT FROM h.{q(k.name)}" for k in view.keys) or "1 = 1"
+        branch = (f"SELECT 0, {', '.join(cols)} FROM (SELECT {recomputed} FROM {tables}{cond}{grouped}) AS r "
+                  f"LEFT JOIN ({holistic}) AS h ON {on}")
     rows = "warehouse_rows <> 1 OR recomputed_rows <> 1" if keys else "warehouse_rows <> recomputed_rows"
     return (
         f"SELECT * FROM (SELECT {lead}SUM(_ns_stored) AS warehouse_rows, SUM(1 - _ns_stored) AS recomputed_rows, "
         f"{', '.join(aggs)} FROM ("
-        f"SELECT 1 AS _ns_stored, {lead}{stored} FROM {BATCH} UNION ALL "
-        f"SELECT 0, {recomputed} FROM {tables}{cond}{grouped}"
+        f"SELECT 1 AS _ns_stored, {lead}{stored} FROM {BATCH} UNION ALL {branch}"
         f") AS u{outer}) AS g WHERE {rows} OR " + " OR ".join(tests)
     )
+
+
+def _holistic_recompute(view: View, refs: list[str], where: list[str]) -> str:
+    """The sampled groups' holistic aggregates by DuckDB's own QUANTILE_CONT/QUANTILE_DISC/MODE over the
+    auxiliary view's values, each repeated m times (independent of propagate's weighted positions)."""
+    arg = next(a for a in view.arguments if a.index == next(s.arg for s in view.stored if s.kind == "holistic")).sql
+    part = f"PARTITION BY {', '.join(_duckdb(k.sql) for k in view.keys)}" if view.keys else ""
+    f = q(view.fact)
+    # a user-defined aggregate's i and n: DuckDB's row numbers over the expanded values of each group
+    expanded = (f"(SELECT {f}.*, ROW_NUMBER() OVER ({part} ORDER BY {_duckdb(arg)}) AS _ns_i, COUNT(*) OVER ({part}) "
+                f"AS _ns_n FROM {f} AS {f}, range({f}.{q(emit.WEIGHT)}) WHERE {_duckdb(arg)} IS NOT NULL)")
+    _, tables, _ = _base_from(view, expanded)
+    aggs = []
+    for s in view.stored:
+        if s.kind == "holistic":
+            name, _, p = s.func.partition(" ")
+            if name == "uda":
+                value = emit.user_aggregate_sql(s.definition, arg, f"{f}.{q('_ns_i')}", f"{f}.{q('_ns_n')}")
+            else:
+                value = f"{name.upper()}({p}) WITHIN GROUP (ORDER BY {arg})" if p else f"MODE() WITHIN GROUP (ORDER BY {arg})"
+            aggs.append(f"CAST({_duckdb(value)} AS {s.type}) AS {q(s.column)}")
+    cols = [f"{r} AS {q(k.name)}" for r, k in zip(refs, view.keys)] + aggs
+    cond = f" WHERE {' AND '.join(where)}" if where else ""
+    return f"SELECT {', '.join(cols)} FROM {tables}{cond}" + (f" GROUP BY {', '.join(refs)}" if refs else "")
 
 
 def _duckdb(sql: str) -> str:

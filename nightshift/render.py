@@ -66,7 +66,12 @@ def plan_text(plan: Plan, options: Options, night: NightPlan | None = None) -> s
         for o in v.outputs:
             if o.kind != "key":
                 extra = f" / {o.count_column}" if o.count_column else ""
-                lines.append(f"  {o.name} = {o.kind.upper()} -> {o.source}{extra}")
+                what = o.kind.upper()
+                if o.kind == "holistic":  # recomputed for each changed group from the auxiliary view's values
+                    s = next(s for s in v.stored if s.column == o.source)
+                    name, _, p = s.func.partition(" ")
+                    what = f"{name.upper()}({p}) of e weighted by m" if p else f"{name.upper()} of e weighted by m"
+                lines.append(f"  {o.name} = {what} -> {o.source}{extra}")
         lines.append(f"  stored: {', '.join(f'{s.column} {s.kind}' for s in v.stored)}")
         by = emit.preaggregation(v)
         if by:

@@ -31,7 +31,7 @@ from runtime.options import Options
 from spark_jobs.changes import load_batch
 from spark_jobs.metrics import ReadMeter
 from spark_jobs.nested import read_copy, view_changes
-from spark_jobs.recompute import column_types, recompute_frame
+from spark_jobs.recompute import column_types, recompute_frame, with_holistic_values
 
 PART = "part"
 Progress = Callable[[str], None]
@@ -270,6 +270,8 @@ def _summary_delta(spark: SparkSession, view: View, step: ViewStep, changed: fro
                 exact = exact.limit(0)  # Spark's optimizer drops the whole scan under LIMIT 0
             F.broadcast(exact).createOrReplaceTempView(emit.rel("exact", f"{view.name}_{arg.index}"))
         sd = spark.sql(to_dialect(emit.with_exact_minmax(view), "spark"))
+    if view.has_holistic:  # every changed group's holistic values, from its auxiliary view's rows after the batch
+        sd = with_holistic_values(spark, view, sd, emit.rel("new", view.fact))
     columns = [k.name for k in view.keys] + [s.column for s in view.stored] + [emit.LOST]
     return sd.select(*[F.col(ident(c, "spark")) for c in columns])
 

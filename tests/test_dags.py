@@ -245,7 +245,8 @@ EVERY_MODE = {  # beside Figure 1's four views of the retail example: one view o
                      "FROM SID_sales GROUP BY storeID",
     "store_items": "CREATE VIEW store_items AS SELECT s.storeID, s.city, COUNT(DISTINCT p.itemID) AS items "
                    "FROM stores s LEFT JOIN pos p ON p.storeID = s.storeID GROUP BY s.storeID, s.city",
-    "region_items": "CREATE VIEW region_items AS SELECT region, COUNT(DISTINCT itemID) AS items, SUM(qty) AS q "
+    "region_items": "CREATE VIEW region_items AS SELECT region, COUNT(DISTINCT itemID) AS items, SUM(qty) AS q, "
+                    "MEDIAN(itemID) AS mid_item "
                     "FROM pos JOIN stores ON pos.storeID = stores.storeID GROUP BY region",
 }
 

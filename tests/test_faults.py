@@ -18,7 +18,7 @@ VIEWS = {**FIGURE_1, "avg_price": EXTENDED["avg_price"],
          "best_day": "CREATE VIEW best_day AS SELECT storeID, MAX(TotalQuantity) AS best, COUNT(*) AS days "
                      "FROM SID_sales GROUP BY storeID",
          "distinct_items": "CREATE VIEW distinct_items AS SELECT storeID, COUNT(DISTINCT itemID) AS items, "
-                           "SUM(qty) AS q FROM pos GROUP BY storeID"}
+                           "SUM(qty) AS q, MEDIAN(itemID) AS mid_item FROM pos GROUP BY storeID"}
 COPIES = {"SID_sales", "best_day", "distinct_items__ns_aux"}
 CRASH_POINTS = (  # every view's merge is in the one refresh transaction: three of them stand for all
     ["propagate:after_view:SID_sales", "propagate:after_view:distinct_items__ns_aux"]

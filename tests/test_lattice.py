@@ -395,7 +395,9 @@ RECOMPUTED = [
      "FROM pos GROUP BY storeID", ["count", "distinct"]),
     ("count_distinct_beside_avg", "SELECT storeID, COUNT(DISTINCT itemID) AS N, AVG(qty) AS A FROM pos GROUP BY storeID",
      ["count", "distinct"]),
-    ("median", "SELECT storeID, MEDIAN(qty) AS m FROM pos GROUP BY storeID", ["median"]),
+    # holistic aggregates of two arguments (one of them alone is kept by the auxiliary mode: test_holistic)
+    ("median_beside_mode_of_another_column", "SELECT storeID, MEDIAN(qty) AS m, MODE() WITHIN GROUP (ORDER BY date) "
+     "AS d FROM pos GROUP BY storeID", ["median"]),
     ("non_fk_join_fact_to_dimension",
      "SELECT category, COUNT(*) AS N FROM pos JOIN items ON pos.qty = items.itemID GROUP BY category",
      ["foreign key", "pos.qty"]),
@@ -540,10 +542,12 @@ def test_distinct_aggregates_are_kept_through_an_auxiliary_view_in_the_lake():
     assert view.having and "reach__ns_aux" not in {v.name for v in plan.views}
     assert plan.view(aux.name) is aux and aux in plan.incremental_views and aux in plan.copied_views
     assert "DISTINCT" in view.sql.upper()  # the oracle recomputes the user's own SQL
-    # a DISTINCT argument the group keys determine: no auxiliary view (003), recompute keeps it
+    # a DISTINCT argument the group keys determine: no auxiliary view (003), DISTINCT is a scalar of the key and
+    # the view is kept in delta mode (test_holistic checks its served rows)
     keyed = compile_project(SCHEMA_SQL, {"sql/summaries/k.sql": "CREATE VIEW k AS SELECT itemID, COUNT(DISTINCT itemID) "
                                                                 "AS n FROM pos GROUP BY itemID"})
-    assert keyed.views[0].mode == "recompute" and keyed.auxiliary == ()
+    assert keyed.views[0].mode == "delta" and keyed.auxiliary == ()
+    assert "paper 003" in keyed.views[0].reason and "DISTINCT" in keyed.views[0].sql
     # [views] reach = "recompute" keeps it by recompute, without an auxiliary view
     forced = compile_project(SCHEMA_SQL, {"sql/summaries/reach.sql": sql}, maintain=(("reach", "recompute"),))
     assert forced.views[0].mode == "recompute" and forced.auxiliary == ()

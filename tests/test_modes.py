@@ -1,7 +1,7 @@
 """Every summary view a data team writes is kept (issues 17, 18, 19): computed group keys, grand totals
 and HAVING by the delta mode; views over summary views by the nested mode (three levels deep, over a
-HAVING view, joined to a dimension); DISTINCT aggregates by the auxiliary mode; outer joins, window functions and holistic aggregates by
-recompute; the night's choice between them. One project holds views of every mode, so the one
+HAVING view, joined to a dimension); DISTINCT and holistic aggregates by the auxiliary mode; outer
+joins and window functions by recompute; the night's choice between them. One project holds views of every mode, so the one
 refresh transaction spans them all; after every random night each served view must equal the view
 recomputed from scratch over an independent model of the base (DuckDB over Python lists)."""
 
@@ -40,7 +40,9 @@ VIEWS = {
               "ORDER BY SUM(qty) DESC NULLS LAST, itemID) AS r FROM pos GROUP BY storeID, itemID",
     "best_day": "CREATE VIEW best_day AS SELECT storeID, MAX(TotalQuantity) AS best FROM SID_sales GROUP BY storeID",
     # auxiliary (paper 002): DISTINCT aggregates over an auxiliary view of value multiplicities, lake only
-    "distinct_items": "CREATE VIEW distinct_items AS SELECT storeID, COUNT(DISTINCT itemID) AS items FROM pos GROUP BY storeID",
+    "distinct_items": "CREATE VIEW distinct_items AS SELECT storeID, COUNT(DISTINCT itemID) AS items, "
+                      "PERCENTILE_DISC(0.5) WITHIN GROUP (ORDER BY itemID) AS mid_item, "
+                      "MODE() WITHIN GROUP (ORDER BY itemID) AS usual_item FROM pos GROUP BY storeID",
     "reach": "CREATE VIEW reach AS SELECT region, COUNT(DISTINCT price) AS prices, SUM(DISTINCT price) AS price_sum, "
              "AVG(DISTINCT price) AS avg_price, COUNT(*) AS n, SUM(qty) AS q, MAX(qty) AS top FROM pos "
              "JOIN stores ON pos.storeID = stores.storeID WHERE qty IS NOT NULL GROUP BY region "

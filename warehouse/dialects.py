@@ -298,7 +298,7 @@ class PostgresDialect(Dialect):
         sets += ["_ns_lost = 0"] if lost else []
         # Values go in as the delta holds them (an existing group needs the raw SUM even when the
         # delta's COUNT(e) is 0); a new group whose COUNT(e) is 0 is fixed below (Figure 8's NULL).
-        nullable = [s for s in view.stored if s.kind in ("sum", "min", "max")]
+        nullable = [s for s in view.stored if s.kind in ("sum", "min", "max", "holistic")]
         empty_new = " OR ".join(f"({q(view.stored_of('count', s.arg).column)} = 0 AND {q(s.column)} IS NOT NULL)"
                                 for s in nullable) or "FALSE"
         row = self.run(conn, 

@@ -1,4 +1,4 @@
-"""The auxiliary mode (paper 002, CReaM): DISTINCT aggregates kept through an auxiliary view.
+"""The auxiliary mode (paper 002, CReaM): DISTINCT and holistic aggregates kept through an auxiliary view.
 
 A view with COUNT/SUM/AVG/MIN/MAX(DISTINCT e) over one argument e is not distributive over its
 groups' rows, but it is over the group's *multiset of values of e*: CReaM keeps, per group, each
@@ -13,6 +13,9 @@ change set, A's lake copy holds the old rows):
 
     COUNT(DISTINCT e) -> COUNT(e)    SUM/AVG/MIN/MAX(DISTINCT e) -> SUM/AVG/MIN/MAX(e)
     COUNT(*) -> SUM(m)   COUNT(x) -> SUM(COUNT(x))   SUM(x) -> SUM(SUM(x))   MIN/MAX(x) -> MIN/MAX(MIN/MAX(x))
+    MEDIAN(e), PERCENTILE_CONT/DISC(p) WITHIN GROUP (ORDER BY e), MODE() WITHIN GROUP (ORDER BY e)
+        -> the same aggregate over A's values e weighted by m (a holistic stored aggregate: every
+           changed group's value is recomputed from A's rows after the batch, emit.holistic_values)
 
 A value of e whose last occurrence in a group is deleted leaves A (its COUNT(*) reaches 0), so its
 row of the outer view's change set is deleted: only the groups the batch touches are re-aggregated,
@@ -24,12 +27,15 @@ recompute mode, which the plan reports with the original reason.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
+import sqlglot
 from sqlglot import exp
 
-from lattice.passes.parse_views import ViewStatement
+from lattice.ir import UserAggregate
+from lattice.passes.parse_views import AUXILIARY_SUFFIX, ViewStatement, holistic
 
-SUFFIX = "__ns_aux"  # the auxiliary view of view V is V__ns_aux (lake only)
+SUFFIX = AUXILIARY_SUFFIX  # the auxiliary view of view V is V__ns_aux (lake only)
 _PARTIAL = {exp.Count: ("c", "COUNT", "SUM"), exp.Sum: ("s", "SUM", "SUM"), exp.Min: ("lo", "MIN", "MIN"),
             exp.Max: ("hi", "MAX", "MAX")}
 _DISTINCT = {exp.Count: "COUNT", exp.Sum: "SUM", exp.Avg: "AVG", exp.Min: "MIN", exp.Max: "MAX"}
@@ -40,6 +46,7 @@ class Split:
     auxiliary: ViewStatement  # A: the multiset of the argument's values per group (lake only)
     outer: ViewStatement  # the view, over A
     argument: str  # e, as written
+    distinct: bool  # a DISTINCT aggregate is among them (else holistic ones only)
     columns: tuple[tuple[str, str], ...]  # A's columns and why each is needed (nightshift plan prints them)
 
 
@@ -47,21 +54,21 @@ def auxiliary_name(view: str) -> str:
     return f"{view}{SUFFIX}"
 
 
-def split(statement: ViewStatement) -> Split | None:
+def split(statement: ViewStatement, udas: tuple[UserAggregate, ...] = ()) -> Split | None:
     """The view as an outer view over its auxiliary view, or None when it has no DISTINCT aggregate or
     this rewrite does not cover it (the caller keeps it by recompute)."""
     query = statement.query
     if not isinstance(query, exp.Select) or query.args.get("distinct") or query.args.get("order") \
             or query.args.get("limit") or query.args.get("with_") or query.args.get("with"):
         return None
-    aggregates = list(query.find_all(exp.AggFunc))
-    distinct = [d for a in aggregates if (d := _distinct_argument(a)) is not None]
+    aggregates = list(query.find_all(exp.AggFunc, exp.WithinGroup, exp.Anonymous))
+    distinct = [d for a in aggregates if (d := _multiset_argument(a, udas)) is not None]
     if len({d.sql() for d in distinct}) != 1:
         return None
     argument = distinct[0]
     group = list(query.args["group"].expressions) if query.args.get("group") else []
     if any(_same(g, argument) for g in group):
-        return None  # the group keys determine the argument (003): DISTINCT is 0/1; recompute keeps it
+        return None  # the group keys determine the argument (003): without_distinct keeps it in delta mode
     name = auxiliary_name(statement.name)
     columns: list[tuple[str, str]] = []
     items = []
@@ -69,15 +76,15 @@ def split(statement: ViewStatement) -> Split | None:
         items.append(exp.alias_(g.copy(), f"g{i}"))
         columns.append((f"g{i}", f"group key {g.sql()}"))
     items.append(exp.alias_(argument.copy(), "e"))
-    columns.append(("e", f"the argument {argument.sql()} of the DISTINCT aggregates"))
+    columns.append(("e", f"the argument {argument.sql()} of the DISTINCT and holistic aggregates"))
     items.append(exp.alias_(exp.Count(this=exp.Star()), "m"))
     columns.append(("m", "the value's multiplicity (a value leaves its group when it reaches 0)"))
     partials: dict[tuple[str, str], str] = {}
     outputs = {item.alias.lower() for item in query.expressions if isinstance(item, exp.Alias)}
 
     def rewrite(node: exp.Expression) -> exp.Expression:
-        if isinstance(node, exp.AggFunc):
-            return _outer_aggregate(node, argument, partials, items, columns)
+        if isinstance(node, (exp.AggFunc, exp.WithinGroup)) or holistic(node, udas) is not None:
+            return _outer_aggregate(node, argument, partials, items, columns, udas)
         for i, g in enumerate(group, 1):
             if _same(node, g):
                 return exp.column(f"g{i}")
@@ -96,7 +103,7 @@ def split(statement: ViewStatement) -> Split | None:
         having = query.args["having"].this.transform(rewrite) if query.args.get("having") else None
     except _NotCovered:
         return None
-    if not group and any(isinstance(a, exp.Count) and _distinct_argument(a) is None for a in aggregates):
+    if not group and any(isinstance(a, exp.Count) and _multiset_argument(a, udas) is None for a in aggregates):
         return None  # a grand total's COUNT over no rows is 0, SUM(m) over no rows NULL
     aux = query.copy()
     aux.set("expressions", items)
@@ -109,14 +116,95 @@ def split(statement: ViewStatement) -> Split | None:
         outer = outer.having(having)
     return Split(ViewStatement(name, statement.file, (), aux, ()),
                  ViewStatement(statement.name, statement.file, statement.columns, outer, statement.quoted),
-                 argument.sql(), tuple(columns))
+                 argument.sql(), any(_multiset_argument(a, udas) is not None and holistic(a, udas) is None
+                                     for a in aggregates),
+                 tuple(columns))
 
 
 class _NotCovered(Exception):
     pass
 
 
-def _distinct_argument(node: exp.Expression) -> exp.Expression | None:
+def extremes_through_auxiliary(statement: ViewStatement) -> ViewStatement | None:
+    """The view with MIN(x)/MAX(x) written MIN/MAX(DISTINCT x) (the same values), so that split keeps it
+    over an auxiliary view of x's multiplicities (issue 19 item 4: a deleted extreme is then recomputed
+    from that view's lake copy, never from the base); None when the view has no MIN/MAX."""
+    query = statement.query.copy()
+    found = False
+
+    def rewrite(node: exp.Expression) -> exp.Expression:
+        nonlocal found
+        if isinstance(node, (exp.Min, exp.Max)) and node.this is not None and not isinstance(node.this, exp.Distinct):
+            found = True
+            return type(node)(this=exp.Distinct(expressions=[node.this.copy()]))
+        return node
+
+    query = query.transform(rewrite)
+    return ViewStatement(statement.name, statement.file, statement.columns, query, statement.quoted) if found else None
+
+
+_SCALAR = {exp.Count: "CASE WHEN ({e}) IS NULL THEN 0 ELSE 1 END", exp.Sum: "{e}", exp.Min: "{e}", exp.Max: "{e}",
+           exp.Avg: "CAST({e} AS DOUBLE)"}
+
+
+def without_distinct(statement: ViewStatement, fact_key: Callable[[ViewStatement, exp.Column], bool]
+                     ) -> tuple[ViewStatement, str] | None:
+    """The view without DISTINCT where keys make it redundant (paper 003: then no auxiliary view at all),
+    and why; None when some DISTINCT aggregate stays.
+
+    The group keys determine e (e is a group key): every row of a group has the same e, so COUNT(DISTINCT
+    e) is 1 (0 when e is NULL), SUM/MIN/MAX(DISTINCT e) is e and AVG(DISTINCT e) is e as a DOUBLE: a
+    scalar of the group key, added to GROUP BY (it does not change the groups). e is the fact table's
+    primary key (fact_key(statement, e): the caller knows the fact): its values are distinct on every
+    joined row already (the joins go to dimensions through foreign keys), so DISTINCT is dropped."""
+    query = statement.query
+    if not isinstance(query, exp.Select):
+        return None
+    group = list(query.args["group"].expressions) if query.args.get("group") else []
+    added: list[exp.Expression] = []
+    why: list[str] = []
+    key_args: list[exp.Column] = []
+
+    def rewrite(node: exp.Expression) -> exp.Expression:
+        e = _multiset_argument(node) if isinstance(node, exp.AggFunc) and holistic(node) is None else None
+        if e is None or type(node) not in _SCALAR:
+            return node
+        if any(_same(g, e) for g in group):
+            scalar = sqlglot.parse_one(_SCALAR[type(node)].format(e=e.sql()))
+            added.append(scalar.copy())
+            why.append(f"{node.sql()} is a scalar of the group key {e.sql()}")
+            return scalar
+        if isinstance(e, exp.Column):
+            key_args.append(e)
+            why.append(f"{node.sql()} is {type(node).__name__.upper()}({e.sql()}): {e.name} is the fact table's key")
+            return type(node)(this=e.copy())
+        raise _NotCovered()
+
+    try:
+        select = [item.transform(rewrite) for item in query.expressions]
+        having = query.args["having"].this.transform(rewrite) if query.args.get("having") else None
+    except _NotCovered:
+        return None
+    if not why:
+        return None
+    out = query.copy()
+    out.set("expressions", select)
+    if having is not None:
+        out.set("having", exp.Having(this=having))
+    if added:
+        out.set("group", exp.Group(expressions=group + added))
+    rewritten = ViewStatement(statement.name, statement.file, statement.columns, out, statement.quoted)
+    if not all(fact_key(rewritten, c) for c in key_args):
+        return None
+    return rewritten, "; ".join(why)
+
+
+def _multiset_argument(node: exp.Expression, udas: tuple[UserAggregate, ...] = ()) -> exp.Expression | None:
+    """e of an aggregate over the group's multiset of values of e: a DISTINCT aggregate, or a holistic
+    one (MEDIAN, PERCENTILE_CONT/DISC, MODE: parse_views.holistic); None for any other."""
+    kept = holistic(node, udas)
+    if kept is not None:
+        return kept[1]
     arg = node.this if isinstance(node, exp.AggFunc) else None
     if isinstance(arg, exp.Distinct) and len(arg.expressions) == 1:
         return arg.expressions[0]
@@ -130,8 +218,19 @@ def _same(a: exp.Expression, b: exp.Expression) -> bool:
         and (not a.table or not b.table)
 
 
-def _outer_aggregate(node: exp.AggFunc, argument: exp.Expression, partials: dict, items: list, columns: list):
-    distinct = _distinct_argument(node)
+def _outer_aggregate(node: exp.Expression, argument: exp.Expression, partials: dict, items: list, columns: list,
+                     udas: tuple[UserAggregate, ...]):
+    if isinstance(node, exp.WithinGroup) or holistic(node, udas) is not None:
+        if holistic(node, udas) is None:
+            raise _NotCovered()  # a descending order, a fraction that is not a literal: recompute
+        outer = node.copy()  # the same aggregate over the auxiliary rows' values (weighted by m: emit.holistic_values)
+        if isinstance(outer, exp.Anonymous):  # a user-defined aggregate
+            outer.set("expressions", [exp.column("e")])
+            return outer
+        target = outer.expression.expressions[0] if isinstance(outer, exp.WithinGroup) else outer
+        target.set("this", exp.column("e"))
+        return outer
+    distinct = _multiset_argument(node, udas)
     if distinct is not None:
         func = _DISTINCT.get(type(node))
         if func is None:

@@ -401,6 +401,9 @@ def _aggregate(
     if s.kind == "count_star":
         return AggregateSource(s.column, "sum", upper.count_column)
     arg = lower.argument(s.arg)
+    if s.kind == "holistic" and upper.kind != "changes":
+        return (f"{s.func.split()[0].upper()}({arg.sql}) of {lower.name} is holistic: each changed group's value "
+                f"is recomputed from {lower.fact}'s rows, never rolled up from another summary")
     for u in upper.stored:
         if u.kind == s.kind and u.arg is not None and upper.argument(u.arg).sql == arg.sql:
             return AggregateSource(s.column, FROM_STORED[s.kind], u.column)
@@ -412,6 +415,8 @@ def _aggregate(
                 f"{ref.table}.{ref.column} is not determined by its group-by attributes"
             )
         attributes[ref] = src
+    if s.kind == "holistic":  # a placeholder the exact values replace (emit.with_holistic)
+        return AggregateSource(s.column, "holistic", arg.sql)
     return AggregateSource(s.column, WEIGHTED[s.kind], arg.sql, upper.count_column)
 
 

@@ -48,10 +48,13 @@ _RANDOM = (exp.Rand, exp.Randn, exp.Uuid, exp.CurrentDate, exp.CurrentTimestamp,
            exp.CurrentDatetime)
 
 
-def check_functions(tree: exp.Expression, where: str) -> None:
+def check_functions(tree: exp.Expression, where: str, user: frozenset[str] = frozenset()) -> None:
     """Raise UnsupportedView naming the first construct of `tree` that the engines disagree on.
-    `where` is the prefix of the message ("sql/summaries/x.sql: view x")."""
+    `where` is the prefix of the message ("sql/summaries/x.sql: view x"); `user`: the lower-case names
+    of the user-defined aggregates (nightshift.toml [aggregates]), which nightshift evaluates itself."""
     for node in tree.walk():
+        if isinstance(node, exp.Anonymous) and node.name.lower() in user:
+            continue
         reason = _why_refused(node)
         if reason:
             raise UnsupportedView(f"{where}: {_name(node)}: {reason}")
@@ -92,6 +95,9 @@ def _why_refused(node: exp.Expression) -> str | None:
         return "Spark drops TRUNC's scale; write ROUND of a DECIMAL, or FLOOR"
     if isinstance(node, exp.Cast):
         return _cast(node)
+    if isinstance(node, exp.Mode) and not isinstance(node.parent, exp.WithinGroup):
+        return ("MODE(x) breaks ties between equally frequent values differently in each engine (Spark picks any); "
+                "write MODE() WITHIN GROUP (ORDER BY x), which picks the smallest")
     return None
 
 

@@ -12,7 +12,7 @@ from sqlglot import exp
 
 from lattice import types
 from lattice.ir import Argument, Output, StoredAggregate, View
-from lattice.passes.parse_views import HAVING_AGGREGATE, ParsedView
+from lattice.passes.parse_views import HAVING_AGGREGATE, HOLISTIC, ParsedView
 from lattice.sql import ident as q
 
 COUNT_STAR = "_ns_count"
@@ -36,6 +36,16 @@ def normalize(parsed: ParsedView) -> View:
             needed[key] = StoredAggregate(kind, f"_ns_{'cnt' if kind == 'count' else kind}_{arg.index}", arg.index, t)
         return needed[key]
 
+    def need_holistic(agg, arg: Argument) -> StoredAggregate:
+        func = agg.func.split(":", 1)[1]
+        key = (f"{HOLISTIC}:{func}", arg.index)
+        if key not in needed:
+            n = sum(1 for k in needed if k[0].startswith(HOLISTIC)) + 1
+            t = "DOUBLE" if func.startswith("percentile_cont") else arg.type  # what every engine returns
+            t, definition = (agg.user.type, agg.user.sql) if agg.user is not None else (t, "")
+            needed[key] = StoredAggregate(HOLISTIC, f"_ns_hol_{arg.index}_{n}", arg.index, t, func, definition)
+        return needed[key]
+
     outputs: dict[str, Output] = {}  # every aggregate, declared or read by HAVING alone
     for agg in parsed.aggregates:
         if agg.arg_sql is None:
@@ -43,7 +53,9 @@ def normalize(parsed: ParsedView) -> View:
             continue
         arg = index[agg.arg_sql]
         count = need("count", arg)  # Figure 8 needs COUNT(e) for every argument
-        if agg.func == "count":
+        if agg.func.startswith(HOLISTIC):
+            outputs[agg.output] = Output(agg.output, HOLISTIC, need_holistic(agg, arg).column)
+        elif agg.func == "count":
             outputs[agg.output] = Output(agg.output, "count", count.column)
         elif agg.func == "avg":
             outputs[agg.output] = Output(agg.output, "avg", need("sum", arg).column, count.column)
@@ -93,6 +105,6 @@ def _having(having: str, outputs: dict[str, Output]) -> str:
     return sqlglot.parse_one(having).transform(swap).sql()
 
 
-def _stored_order(s: StoredAggregate) -> tuple[int, int]:
-    kinds = ["count_star", "count", "sum", "min", "max"]
-    return (s.arg or 0, kinds.index(s.kind))
+def _stored_order(s: StoredAggregate) -> tuple[int, int, str]:
+    kinds = ["count_star", "count", "sum", "min", "max", HOLISTIC]
+    return (s.arg or 0, kinds.index(s.kind), s.column)

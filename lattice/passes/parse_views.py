@@ -19,11 +19,44 @@ from sqlglot.optimizer.annotate_types import annotate_types
 
 from lattice import types
 from lattice.errors import NotIncremental, UnknownReference, UnsupportedView
-from lattice.ir import EXPRESSION, ColumnRef, GroupKey, Join, Schema, Table
+from lattice.ir import EXPRESSION, ColumnRef, GroupKey, Join, Schema, Table, UserAggregate
 from lattice.passes.functions import nondeterministic
 
 AGGREGATES = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max"}
 HAVING_AGGREGATE = "__ns_agg__"  # HAVING's aggregates become columns named __ns_agg__<output> (normalize maps them)
+AUXILIARY_SUFFIX = "__ns_aux"  # the auxiliary view of view V is V__ns_aux (lattice/passes/auxiliary.py)
+HOLISTIC = "holistic"  # ParsedAggregate.func prefix of a holistic aggregate: "holistic:<function>" (holistic())
+
+
+def holistic(node: exp.Expression, aggregates: tuple[UserAggregate, ...] = ()) -> tuple[str, exp.Expression] | None:
+    """(function, argument) of a holistic aggregate written in a form every engine evaluates alike:
+    MEDIAN(x) and PERCENTILE_CONT(p) WITHIN GROUP (ORDER BY x) -> ("percentile_cont <p>", x),
+    PERCENTILE_DISC(p) WITHIN GROUP (ORDER BY x) -> ("percentile_disc <p>", x), MODE() WITHIN GROUP
+    (ORDER BY x) -> ("mode", x), a user-defined aggregate name(x) -> ("uda <name>", x); None for anything
+    else (a descending order, p not a literal in [0, 1])."""
+    if isinstance(node, exp.Anonymous) and len(node.expressions) == 1:
+        uda = user_aggregate(node.name, aggregates)
+        return (f"uda {uda.name}", node.expressions[0]) if uda is not None else None
+    if isinstance(node, exp.Median) and node.this is not None and not isinstance(node.this, exp.Distinct):
+        return "percentile_cont 0.5", node.this
+    if not isinstance(node, exp.WithinGroup) or not isinstance(node.expression, exp.Order):
+        return None
+    order = node.expression.expressions
+    if len(order) != 1 or order[0].args.get("desc"):
+        return None
+    arg = order[0].this
+    if isinstance(node.this, exp.Mode) and node.this.this is None:
+        return "mode", arg
+    if isinstance(node.this, (exp.PercentileCont, exp.PercentileDisc)):
+        p = node.this.this
+        if isinstance(p, exp.Literal) and not p.is_string and 0 <= float(p.this) <= 1:
+            func = "percentile_cont" if isinstance(node.this, exp.PercentileCont) else "percentile_disc"
+            return f"{func} {float(p.this)!r}", arg
+    return None
+
+
+def user_aggregate(name: str, aggregates: tuple[UserAggregate, ...]) -> UserAggregate | None:
+    return next((a for a in aggregates if a.name.lower() == name.lower()), None)
 
 
 @dataclass(frozen=True)
@@ -31,10 +64,11 @@ class ParsedAggregate:
     """A select-list (or HAVING) aggregate before normalization: func over qualified argument SQL (None = *)."""
 
     output: str
-    func: str  # count | sum | avg | min | max
+    func: str  # count | sum | avg | min | max | holistic:<function> (holistic())
     arg_sql: str | None
     arg_type: str | None
     declared: bool = True  # False: only HAVING reads it (a hidden stored aggregate)
+    user: UserAggregate | None = None  # a user-defined aggregate's declaration
 
 
 @dataclass(frozen=True)
@@ -88,14 +122,17 @@ def read_view(text: str, file: str) -> ViewStatement:
     return ViewStatement(target.name, file, tuple(columns), create.expression, tuple(sorted(quoted)))
 
 
-def parse_view(statement: ViewStatement, schema: Schema, views: frozenset[str] = frozenset()) -> ParsedView:
-    """`views`: the lower-case names of every summary view of the project (a view may read another)."""
-    return _ViewParser(statement, schema, views).parse()
+def parse_view(statement: ViewStatement, schema: Schema, views: frozenset[str] = frozenset(),
+               aggregates: tuple[UserAggregate, ...] = ()) -> ParsedView:
+    """`views`: the lower-case names of every summary view of the project (a view may read another);
+    `aggregates`: the user-defined aggregates of nightshift.toml [aggregates]."""
+    return _ViewParser(statement, schema, views, aggregates).parse()
 
 
 class _ViewParser:
-    def __init__(self, statement: ViewStatement, schema: Schema, views: frozenset[str]):
-        self.statement, self.schema, self.views = statement, schema, views
+    def __init__(self, statement: ViewStatement, schema: Schema, views: frozenset[str],
+                 aggregates: tuple[UserAggregate, ...] = ()):
+        self.statement, self.schema, self.views, self.aggregates = statement, schema, views, aggregates
         self.file, self.name = statement.file, statement.name
         self.aliases: dict[str, Table] = {}  # lower alias -> table
         self.quoted: set[str] = set(statement.quoted)  # names written "quoted": PostgreSQL keeps their case
@@ -121,6 +158,7 @@ class _ViewParser:
         self._collect_tables(select)
         joins, filters = self._joins_and_filters(select)
         fact, ordered, joins = self._join_tree(joins)
+        self.fact = fact
         group = self._group_by(select)
         if not group and not select.find(exp.AggFunc):
             raise self.not_incremental("a projection without aggregates or GROUP BY (nothing to summarize)")
@@ -326,6 +364,13 @@ class _ViewParser:
             if not column_list:
                 self._note_quoted(item.args.get("alias") if isinstance(item, exp.Alias) else inner)
             agg_type = next((k for k in AGGREGATES if isinstance(inner, k)), None)
+            kept = holistic(inner, self.aggregates)
+            if kept is not None:
+                if not name:
+                    raise self.not_incremental(f"aggregate {inner.sql()} without a name (add AS <name>)")
+                aggs.append(self._holistic(name, *kept, inner))
+                order.append(name)
+                continue
             if agg_type is not None:
                 if not name:
                     raise self.not_incremental(f"aggregate {inner.sql()} without a name (add AS <name>)")
@@ -373,6 +418,22 @@ class _ViewParser:
             raise self.not_incremental(f"multi-argument {func.upper()} in {output}")
         qualified = self._qualify(arg)
         return ParsedAggregate(output, func, qualified.sql(), self._type_of(qualified, f"argument of {output}"), declared)
+
+    def _holistic(self, output: str, func: str, arg: exp.Expression, node: exp.Expression) -> ParsedAggregate:
+        """A holistic aggregate is kept only over an auxiliary view (the group's values with their
+        multiplicities m, paper 002); over any other table the view is not incremental."""
+        qualified = self._qualify(arg)
+        arg_type = self._type_of(qualified, f"argument of {output}")
+        if func.startswith("percentile_cont") and types.family(arg_type) not in ("integer", "float"):
+            fix = "CAST(x AS DOUBLE)" if types.family(arg_type) == "decimal" else "a numeric argument"
+            raise self.invalid(f"{output}: {_func_name(node.this if isinstance(node, exp.WithinGroup) else node)} of "
+                               f"a {arg_type} interpolates differently in each engine (DuckDB keeps the {arg_type}, "
+                               f"Spark and PostgreSQL give a DOUBLE); write it over {fix}")
+        if not self.fact.lower().endswith(AUXILIARY_SUFFIX):
+            raise self.not_incremental(f"{_func_name(node.this if isinstance(node, exp.WithinGroup) else node)} in "
+                                       f"{output} (a holistic aggregate)")
+        user = user_aggregate(func.split()[1], self.aggregates) if func.startswith("uda ") else None
+        return ParsedAggregate(output, f"{HOLISTIC}:{func}", qualified.sql(), arg_type, user=user)
 
     def _group_keys(self, group: list[tuple[ColumnRef, exp.Expression]], keys_by_ref: dict[ColumnRef, str]):
         keys = []

@@ -34,7 +34,7 @@ from lattice.ir import (
 from lattice.passes import derives as d
 from lattice.passes.normalize import COUNT_STAR
 
-KIND_ORDER = ["count_star", "count", "sum", "min", "max"]
+KIND_ORDER = ["count_star", "count", "sum", "min", "max", "holistic"]
 
 
 # ------------------------------------------------------------------ implied points

@@ -1,0 +1,133 @@
+"""Holistic and DISTINCT aggregates (issue 19): auxiliary mode against recomputing the views.
+
+    .venv/bin/python -m bench.holistic [--pos 10000000] [--fraction 0.001]
+
+Three projects over the same --pos rows and the same update-generating night of --fraction changes:
+
+1. Figure 1's four views alone (the baseline the views add to);
+2. + `store_items` (COUNT(DISTINCT itemID) per store) and `item_median` (MEDIAN(qty) and the 90th
+   percentile per item), each kept in auxiliary mode over its auxiliary view in the lake;
+3. + the same two views kept by recompute (`[views] ... = "recompute"`): Spark over the base;
+4. Figure 1's four views with `[views] SiC_sales = "auxiliary"` (issue 19 item 4): SiC_sales's MIN(date)
+   of the groups whose earliest sale is deleted recomputed from its auxiliary view instead of pos.
+
+Propagate and window per project (the views' cost is the difference to project 1), the rows propagate
+read from pos and from the auxiliary views (the manifest's Spark scan metrics), and the auxiliary views'
+rows and bytes against the naive auxiliary data (CReaM without minimization: every joined base row's
+group key and argument, here pos's rows and the two columns each view reads).
+
+Writes bench/HOLISTIC.md with the machine's load at the start. Run it on an idle machine.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from bench.modes import run_line
+from bench.nested import compare_kinds, measured_night, read
+from nightshift.cycle import Cycle
+from nightshift.example import init_project
+from runtime.lake import parquet_rows
+
+VIEWS = {
+    "store_items": "CREATE VIEW store_items AS SELECT storeID, COUNT(DISTINCT itemID) AS items, COUNT(*) AS sales "
+                   "FROM pos GROUP BY storeID\n",
+    "item_median": "CREATE VIEW item_median AS SELECT itemID, MEDIAN(qty) AS med, PERCENTILE_DISC(0.9) WITHIN GROUP "
+                   "(ORDER BY qty) AS p90, COUNT(*) AS sales FROM pos GROUP BY itemID\n",
+}
+COLUMNS = {"store_items": ("storeID", "itemID"), "item_median": ("itemID", "qty")}  # the naive auxiliary data
+KINDS = ("figure1", "auxiliary", "recompute", "minmax")
+
+
+def main(argv: list[str] | None = None) -> int:
+    return compare_kinds(argv, "holistic", __doc__, "HOLISTIC.md", KINDS, night, write_report)
+
+
+def project(root: Path, kind: str) -> None:
+    """Figure 1's views, plus VIEWS (unless figure1), kept by recompute when kind is recompute; every
+    view's mode fixed (never traded for a per-night recompute)."""
+    init_project(root, None, 0)
+    if kind != "figure1":
+        for name, sql in VIEWS.items():
+            (root / "sql" / "summaries" / f"{name}.sql").write_text(sql)
+    toml = root / "nightshift.toml"
+    views = [f.stem for f in (root / "sql" / "summaries").glob("*.sql")]
+    setting = {v: "recompute" if (v in VIEWS and kind == "recompute") else "incremental" for v in views}
+    if kind == "minmax":
+        setting["SiC_sales"] = "auxiliary"
+    toml.write_text(toml.read_text() + "\n[views]\n" + "".join(f'{v} = "{m}"\n' for v, m in setting.items()))
+
+
+def night(root: Path, rows: int, fraction: float, kind: str) -> dict:
+    project(root, kind)
+    return measured_night(root, rows, fraction, _sizes if kind == "auxiliary" else None)
+
+
+def _sizes(cycle: Cycle) -> dict:
+    """Each auxiliary view's rows and bytes in the lake after the night, and the naive auxiliary data's
+    rows (every pos row) and bytes (the two pos columns the view reads, from the Parquet footers)."""
+    pos = cycle.lake.current_base_dir("pos")
+    out = {}
+    for name, columns in COLUMNS.items():
+        aux = cycle.lake.current_base_dir(f"{name}__ns_aux")
+        naive = 0
+        for f in sorted(Path(pos).glob("*.parquet")):
+            meta = pq.ParquetFile(f).metadata
+            for g in range(meta.num_row_groups):
+                group = meta.row_group(g)
+                naive += sum(group.column(c).total_compressed_size for c in range(group.num_columns)
+                             if group.column(c).path_in_schema in columns)
+        out[name] = {"aux_rows": parquet_rows(aux), "naive_rows": parquet_rows(pos), "naive_bytes": naive,
+                     "aux_bytes": sum(f.stat().st_size for f in Path(aux).glob("*.parquet"))}
+    return {"sizes": out}
+
+
+def write_report(out: Path, args, load: float, r: dict) -> None:
+    base, aux, rec, minmax = r["figure1"], r["auxiliary"], r["recompute"], r["minmax"]
+    sources = ["base pos"] + [f"copy {n}__ns_aux" for n in VIEWS] + ["copy SiC_sales__ns_aux"]
+
+    def row(label: str, x: dict) -> str:
+        deltas = ", ".join(f"{x['sd_rows'].get(n, 0):,}" for n in VIEWS)
+        return (f"| {label} | {x['propagate']:.1f} | {x['propagate'] - base['propagate']:+.1f} | {x['refresh']:.2f} | "
+                f"{x['refresh'] - base['refresh']:+.2f} | {deltas} | " + " | ".join(read(x, s) for s in sources) + " |")
+
+    lines = [
+        "# Holistic and DISTINCT aggregates: auxiliary mode vs recompute (bench/holistic.py, issue 19)",
+        "",
+        run_line("holistic", load),
+        "",
+        f"One update-generating night of {aux['changes']:,} pos changes on {args.pos:,} pos rows. The views:",
+        "",
+        "```sql",
+        *[sql.strip() for sql in VIEWS.values()],
+        "```",
+        "",
+        f"| project | propagate (s) | vs Figure 1 | window: refresh (s) | vs Figure 1 | delta rows ({', '.join(VIEWS)}) | "
+        + " | ".join(f"rows of {s.split()[-1]} read" for s in sources) + " |",
+        "|---|---|---|---|---|---|" + "---|" * len(sources),
+        f"| Figure 1's four views | {base['propagate']:.1f} | | {base['refresh']:.2f} | | | {read(base, 'base pos')} |"
+        + " |" * (len(sources) - 1),
+        row("+ both views, " + "/".join(sorted({aux['modes'].get(n, '?') for n in VIEWS})) + " mode (over their "
+            "auxiliary views, in the lake)", aux),
+        row("+ both views, " + "/".join(sorted({rec['modes'].get(n, '?') for n in VIEWS})) + " mode (Spark, over the base)",
+            rec),
+        row('Figure 1\'s four views, `[views] SiC_sales = "auxiliary"` (MIN(date) from its auxiliary view)', minmax),
+        "",
+        "| auxiliary view | rows | MB (Parquet) | naive rows | naive MB (the two pos columns, compressed) | rows vs naive |",
+        "|---|---|---|---|---|---|",
+        *[f"| {n}__ns_aux | {s['aux_rows']:,} | {s['aux_bytes'] / 1e6:.1f} | {s['naive_rows']:,} | "
+          f"{s['naive_bytes'] / 1e6:.1f} | {s['aux_rows'] / max(s['naive_rows'], 1):.3f} |" for n, s in aux["sizes"].items()],
+        "",
+        "Rows read: the rows of the row groups Spark's Parquet scans read during propagate (the manifest's "
+        "`rows_read`, before filters), summed over scans; a night with deletes also reads pos to check that "
+        "each delete names an existing row (all three projects).",
+        "",
+    ]
+    out.write_text("\n".join(lines))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
