@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
-from lattice.ir import Plan, View
+from lattice.ir import Edge, Lattice, Plan, View
 
 LEDGER_KEY = "_ns_views"  # the ledger stats entry holding the built layer (view names never start with _ns_)
 
@@ -135,7 +135,8 @@ def diff(built: dict | None, plan: Plan) -> LayerDiff:
         reads = [r for r in d["reads"] if r in now and any(c.view == r for c in changed)]
         reads += [r for r in d["reads"] if r in added]
         how += [f"reads {r}, which changed" for r in dict.fromkeys(reads)]
-        changed.append(Changed(name, tuple(how) or ("definition (SQL text or the declaration of a table it reads)",)))
+        changed.append(Changed(name, tuple(how) or (
+            "definition (SQL text, the declaration of a table it reads, or a user-defined aggregate it calls)",)))
     live = {n.lower() for n in now}
     dropped = [old_name for low, (old_name, _) in old.items() if low not in live]
     return LayerDiff(tuple(added), tuple(changed), tuple(dropped), tuple(unchanged), True, built)
@@ -154,3 +155,33 @@ def changed_message(diff: LayerDiff, built: str, now: str) -> str:
         return f"{head}, but no summary view is affected; run nightshift apply to record the new plan (it rebuilds nothing)"
     return (f"{head}: {diff.summary()}; nightshift plan shows how; run nightshift apply to build only those "
             f"(nightshift materialize rebuilds every summary table)")
+
+
+def built_parents(plan: Plan, lattice: Lattice, rebuild: tuple[str, ...]) -> dict[str, Edge]:
+    """For each view nightshift apply builds, the lattice edge from a summary table that is already built
+    and stays (issue 20): the new view is one GROUP BY over that table's rows, joined with the edge's
+    dimensions, instead of a pass over the base (a month rollup from SID_sales). Only a delta-mode view
+    of a base fact table qualifies, and only an edge that reads nothing but the upper table's stored
+    columns (a lattice-friendly hidden attribute lives in summary-deltas, not in the table); of several,
+    the coarsest (fewest group keys). Views without such a parent are built from the base."""
+    rebuilding = {n.lower() for n in rebuild}
+    served = {v.name: v for v in plan.views}
+    out: dict[str, Edge] = {}
+    for name in rebuild:
+        view = served.get(name)
+        if view is None or view.mode != "delta" or view.has_holistic:
+            continue
+        best: tuple[tuple[int, str], Edge] | None = None
+        for e in lattice.edges_into(name):
+            upper = served.get(e.upper)
+            if upper is None or e.upper.lower() in rebuilding or upper.mode not in ("delta", "nested"):
+                continue
+            stored = {k.name for k in upper.keys} | {s.column for s in upper.stored}
+            if not set(e.uses) <= stored or any(a.relation == e.upper and a.column not in stored for a in e.attributes):
+                continue
+            rank = (len(upper.keys), upper.name)
+            if best is None or rank < best[0]:
+                best = (rank, e)
+        if best is not None:
+            out[name] = best[1]
+    return out

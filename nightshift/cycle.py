@@ -21,7 +21,8 @@ from functools import cached_property
 from typing import Any, Callable
 
 from nightshift.config import Project
-from lattice.layer import changed_message
+from lattice.dlattice import lattice_shape
+from lattice.layer import built_parents, changed_message
 from runtime.errors import BatchOrderError, ConfigError, PlanChanged, WarehouseError
 from runtime.faults import checkpoint
 from runtime.lake import Lake, check_batch_id
@@ -267,8 +268,18 @@ class Cycle:
             self.progress(f"apply: {line}")
         out = self.lake.root / "applied"
         shutil.rmtree(out, ignore_errors=True)
+        lattice = lattice_shape(self.plan)
+        parents = built_parents(self.plan, lattice, change.rebuild)
+        built = {}  # a new view from a summary table that stays (issue 20), not from the base
+        for name, edge in parents.items():
+            folder = out / "_built" / edge.upper
+            if not folder.exists():
+                rows = self.warehouse.export_storage(self.plan.view(edge.upper), folder)
+                self.progress(f"apply: {edge.upper}'s summary table exported ({rows} rows) to build "
+                              f"{', '.join(n for n, e in parents.items() if e.upper == edge.upper)} from it")
+            built[name] = (edge, lattice.node(name), folder)
         views, copies = materialize_views(self.spark, self.plan, self.lake, state, out, self.progress,
-                                          only=frozenset(change.rebuild))
+                                          only=frozenset(change.rebuild), built=built)
         stats = {**views, "_ns_copies": copies,
                  "_ns_apply": {"added": list(change.added), "changed": [c.view for c in change.changed],
                                "dropped": list(change.dropped)}}

@@ -6,11 +6,12 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
-from lattice import emit
+from lattice import emit, types
 from lattice.dlattice import lattice_shape
-from lattice.ir import Plan
+from lattice.ir import Edge, LatticeNode, Plan
 from lattice.sql import ident, to_dialect
 from runtime.lake import Lake, LakeState, parquet_rows
 from runtime.night import BatchInfo, NightPlan, plan_night
@@ -47,11 +48,14 @@ def materialize_views(
     out_root: Path,
     progress: Callable[[str], None] = lambda _: None,
     only: frozenset[str] | None = None,
+    built: dict[str, tuple[Edge, LatticeNode, Path]] | None = None,
 ) -> tuple[dict, dict[str, str]]:
     """The summary tables of the views in `only` (default: all) from the base, each by its own query, as
     Parquet under out_root/<view>; returns their statistics and the new lake copies written (view ->
     version, not yet switched). A view outside `only` that a computed nested view reads is read from
-    its lake copy (written first when it has none: a view that just gained a nested reader)."""
+    its lake copy (written first when it has none: a view that just gained a nested reader). A view in
+    `built` (view -> lattice edge, its lattice point, the folder of the upper summary table's rows) is
+    computed along that edge from an existing summary table instead of the base (nightshift apply)."""
     register_base(spark, lake, plan, state)
     views, copies = {}, {}
     if only is not None:  # a view's auxiliary view is built with it (its definition comes from the view's)
@@ -68,8 +72,11 @@ def materialize_views(
                 continue
             progress(f"materialize: {view.name}: its lake copy (a nested view now reads it)")
         t = time.perf_counter()
-        df = recompute_frame(spark, plan, view, "old")
-        if view.incremental:
+        if built and view.name in built:
+            df = _from_built(spark, plan, view, *built[view.name])
+        else:
+            df = recompute_frame(spark, plan, view, "old")
+        if view.incremental and emit.LOST in df.columns:
             df = df.drop(emit.LOST)
         df.write.mode("overwrite").parquet(str(out_root / view.name))
         copies.update(_copy(spark, plan, lake, state, view, out_root))
@@ -78,8 +85,29 @@ def materialize_views(
         rows = parquet_rows(out_root / view.name)
         views[view.name] = {"rows": rows, "seconds": round(time.perf_counter() - t, 3),
                             "columns": [list(c) for c in column_types(view, df)] if not view.incremental else []}
-        progress(f"materialize: [{len(views)}/{len(todo)}] {view.name}: {rows} rows in {views[view.name]['seconds']:.1f}s")
+        parent = f" from {built[view.name][0].upper}'s summary table" if built and view.name in built else ""
+        if parent:
+            views[view.name]["parent"] = built[view.name][0].upper
+        progress(f"materialize: [{len(views)}/{len(todo)}] {view.name}{parent}: {rows} rows in "
+                 f"{views[view.name]['seconds']:.1f}s")
     return views, copies
+
+
+def _from_built(spark: SparkSession, plan: Plan, view, edge: Edge, node: LatticeNode, folder: Path) -> DataFrame:
+    """A view's summary table as one GROUP BY over an existing summary table's rows (exported to `folder`)
+    along the lattice edge (5.1), joined with the edge's dimensions at the base's state."""
+    upper = emit.rel("built", edge.upper)
+    spark.read.parquet(str(folder)).createOrReplaceTempView(upper)
+    for j in edge.joins:
+        spark.table(emit.rel("old", j.table)).createOrReplaceTempView(emit.rel("new", j.table))
+    u = ident(edge.upper)
+    sql = emit.edge_query(edge, node.keys, node.stored, f"{upper} AS {u}", lambda c: f"{u}.{ident(c)}",
+                          lambda j: emit.rel("new", j.table), plan.schema)
+    if not node.keys:
+        sql += "\nHAVING COUNT(*) > 0"  # a grand total over no rows: as materialize writes it
+    df = spark.sql(to_dialect(sql, "spark"))
+    columns = [(k.name, k.type) for k in view.keys] + [(s.column, s.type) for s in view.stored]
+    return df.select(*[F.col(ident(c, "spark")).cast(types.spark_type(t)).alias(c) for c, t in columns])
 
 
 def _copy(spark: SparkSession, plan: Plan, lake: Lake, state: LakeState, view, out_root: Path) -> dict[str, str]:

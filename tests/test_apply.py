@@ -97,6 +97,10 @@ def test_apply_builds_only_what_changed(tmp_path, spark, quiet, warehouse_url, b
     assert change.dropped == ("sR_sales",) and set(change.unchanged) == UNCHANGED
     for name in UNCHANGED:  # untouched, row for row
         assert _stored(cycle, name) == kept[name], name
+    # the month rollup came from SID_sales's summary table along the lattice (issue 20), not from the base;
+    # big_sales (its own filter) and the nested and auxiliary views from the base and their copies
+    built = cycle.warehouse.ledger()[-1].stats
+    assert built["monthly"]["parent"] == "SID_sales" and "parent" not in built["big_sales"], built
     with cycle.warehouse.engine.connect() as conn:  # the dropped view's serving view and storage are gone
         names = {n.lower() for n in cycle.warehouse.engine.dialect.get_table_names(conn)}
         names |= {n.lower() for n in cycle.warehouse.engine.dialect.get_view_names(conn)}
@@ -233,3 +237,17 @@ def test_the_diff_names_each_change_and_how_without_spark():
     assert wider.rebuild == () and wider.empty  # no view reads items
     assert diff(built, _compile(BEFORE, "-- a comment\n" + SCHEMA_SQL)).empty
     assert not diff(None, _compile(BEFORE)).known
+
+
+def test_a_new_view_is_built_from_the_coarsest_summary_table_that_stays_without_spark():
+    from harness import SCHEMA_SQL
+    from lattice.compile import compile_project
+    from lattice.dlattice import lattice_shape
+    from lattice.layer import built_parents
+
+    views = {f"{n}.sql": sql for n, sql in AFTER.items()}
+    plan = compile_project(SCHEMA_SQL, views)
+    lattice = lattice_shape(plan)
+    parents = built_parents(plan, lattice, ("monthly", "big_sales", "city_best", "store_items"))
+    assert {n: e.upper for n, e in parents.items()} == {"monthly": "SID_sales"}  # filtered, nested, auxiliary: base
+    assert built_parents(plan, lattice, ("monthly", "SID_sales")) == {}  # a parent rebuilt too is no parent

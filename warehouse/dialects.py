@@ -21,7 +21,7 @@ import sqlglot
 from lattice.ir import StoredAggregate, View
 from lattice.passes.normalize import served
 from lattice.refresh import delta_columns, fresh, merged, summary_columns
-from lattice.sql import duckdb_read_parquet, to_dialect
+from lattice.sql import duckdb_read_parquet, literal, to_dialect
 from lattice.sql import ident as q
 from runtime.errors import ConfigError
 
@@ -55,6 +55,11 @@ class Dialect:
 
     def serving(self, view: View) -> str:
         return q(self.fold(view, view.name))
+
+    def storage_select(self, view: View) -> str:
+        """Every row of a summary table, its columns under nightshift's names (keys, stored aggregates)."""
+        cols = ", ".join(f"{self.col(view, c)} AS {q(c)}" for c, _ in summary_columns(view))
+        return f"SELECT {cols} FROM {self.table(view)}"
 
     def column_type(self, t: str) -> str:
         return t
@@ -231,6 +236,9 @@ class DuckDBDialect(Dialect):
         select = ", ".join(f"{q(src)} AS {q(dst)}" for src, dst, _ in columns)
         self.create_temp_as(conn, table, f"SELECT {select} FROM {duckdb_read_parquet(files)}")
 
+    def export_parquet(self, conn, view: View, path: Path) -> None:
+        self.run(conn, f"COPY ({self.storage_select(view)}) TO {literal(str(path), 'duckdb')} (FORMAT PARQUET)")
+
 
 class PostgresDialect(Dialect):
     """PostgreSQL 15+: unquoted names fold to lower case; COPY staging; upsert through a NULL-safe
@@ -251,6 +259,20 @@ class PostgresDialect(Dialect):
 
     def column_type(self, t: str) -> str:
         return "DOUBLE PRECISION" if t == "DOUBLE" else t
+
+    def export_parquet(self, conn, view: View, path: Path) -> None:
+        """COPY … TO STDOUT as CSV, read by Arrow with the storage columns' types, written as Parquet."""
+        raw = conn.connection.dbapi_connection
+        buf = io.BytesIO()
+        with raw.cursor() as cur, cur.copy(f"COPY ({self.storage_select(view)}) TO STDOUT WITH (FORMAT csv, HEADER)") as cp:
+            for chunk in cp:
+                buf.write(chunk)
+        columns = summary_columns(view)
+        convert = pacsv.ConvertOptions(column_types={c: _arrow_type(t) for c, t in columns}, strings_can_be_null=True)
+        buf.seek(0)
+        table = pacsv.read_csv(buf, convert_options=convert) if buf.getbuffer().nbytes else \
+            pa.table({c: pa.array([], _arrow_type(t)) for c, t in columns})
+        pq.write_table(table, path)
 
     def summary_ddl(self, view: View, columns: tuple[tuple[str, str], ...] = ()) -> list[str]:
         ddl = super().summary_ddl(view, columns)
@@ -335,6 +357,16 @@ class PostgresDialect(Dialect):
 
 class NewKeyConflict(Exception):
     """A delta group the summary table already holds, on a night refreshed as new keys only."""
+
+
+def _arrow_type(t: str) -> pa.DataType:
+    """nightshift's type name (lattice.types) as an Arrow type, for a summary table exported as Parquet."""
+    if t.startswith("DECIMAL("):
+        p, s = (int(x) for x in t[len("DECIMAL("):-1].split(","))
+        return pa.decimal128(p, s)
+    return {"INTEGER": pa.int32(), "BIGINT": pa.int64(), "SMALLINT": pa.int16(), "DOUBLE": pa.float64(),
+            "REAL": pa.float32(), "FLOAT": pa.float64(), "DATE": pa.date32(), "TIMESTAMP": pa.timestamp("us"),
+            "BOOLEAN": pa.bool_()}.get(t, pa.string())
 
 
 def copy_parquet(conn, table: str, files: list[Path], columns: list[tuple[str, str, str]], batch_rows: int,

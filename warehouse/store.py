@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import pyarrow.parquet as pq
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
@@ -244,6 +245,15 @@ class Warehouse:
                 checkpoint(f"apply:after_view:{name}")
             self._append_ledger(conn, f"apply@{position or 'empty'}", "apply", plan, position,
                                 {**stats, LEDGER_KEY: describe(plan)})
+
+    def export_storage(self, view: View, folder: Path) -> int:
+        """A summary table's rows (keys and stored aggregates, under nightshift's column names) as one
+        Parquet file in `folder`: what nightshift apply builds a new coarser view from (issue 20)."""
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / "part-0.parquet"
+        with self.engine.connect() as conn:
+            self.dialect.export_parquet(conn, view, path)
+        return pq.ParquetFile(path).metadata.num_rows
 
     def _drop(self, conn, view: View) -> None:
         self.dialect.run(conn, f"DROP VIEW IF EXISTS {self.dialect.serving(view)}")
