@@ -13,7 +13,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
-from lattice.ir import Edge, Lattice, Plan, View
+from lattice.ir import Edge, LatticeNode, Plan, View
+from lattice.passes.derives import derives, node_of_view
 
 LEDGER_KEY = "_ns_views"  # the ledger stats entry holding the built layer (view names never start with _ns_)
 
@@ -157,31 +158,33 @@ def changed_message(diff: LayerDiff, built: str, now: str) -> str:
             f"(nightshift materialize rebuilds every summary table)")
 
 
-def built_parents(plan: Plan, lattice: Lattice, rebuild: tuple[str, ...]) -> dict[str, Edge]:
-    """For each view nightshift apply builds, the lattice edge from a summary table that is already built
-    and stays (issue 20): the new view is one GROUP BY over that table's rows, joined with the edge's
-    dimensions, instead of a pass over the base (a month rollup from SID_sales). Only a delta-mode view
-    of a base fact table qualifies, and only an edge that reads nothing but the upper table's stored
-    columns (a lattice-friendly hidden attribute lives in summary-deltas, not in the table); of several,
-    the coarsest (fewest group keys). Views without such a parent are built from the base."""
+def built_parents(plan: Plan, rebuild: tuple[str, ...], rows: dict[str, int] | None = None,
+                  base_rows: dict[str, int] | None = None) -> dict[str, tuple[Edge, LatticeNode]]:
+    """For each view nightshift apply builds, the derives edge (5.1) from a summary table that is already
+    built and stays (issue 20), with the view's own lattice point: the new view is one GROUP BY over that
+    table's stored rows, joined with the edge's dimensions, instead of a pass over the base (a region-by-day
+    rollup from sCD_sales through city -> region). The edge is derived between the two views as stored
+    (no lattice-friendly hidden attribute: those live in summary-deltas, not in tables). Only a delta-mode
+    view qualifies. Of several parents the smallest by `rows` (summary table -> rows; without it, the fewest
+    group keys), and only one holding at most half the rows of the view's fact table (`base_rows`):
+    exporting a table nearly as large as the base costs more than reading the base."""
     rebuilding = {n.lower() for n in rebuild}
-    served = {v.name: v for v in plan.views}
-    out: dict[str, Edge] = {}
+    out: dict[str, tuple[Edge, LatticeNode]] = {}
     for name in rebuild:
-        view = served.get(name)
+        view = next((v for v in plan.views if v.name == name), None)
         if view is None or view.mode != "delta" or view.has_holistic:
             continue
-        best: tuple[tuple[int, str], Edge] | None = None
-        for e in lattice.edges_into(name):
-            upper = served.get(e.upper)
-            if upper is None or e.upper.lower() in rebuilding or upper.mode not in ("delta", "nested"):
+        lower = node_of_view(view)
+        best: tuple[tuple[int, int, str], Edge] | None = None
+        for upper in plan.views:
+            if upper.name.lower() in rebuilding or upper.mode != "delta" or upper.fact != view.fact:
                 continue
-            stored = {k.name for k in upper.keys} | {s.column for s in upper.stored}
-            if not set(e.uses) <= stored or any(a.relation == e.upper and a.column not in stored for a in e.attributes):
+            size = (rows or {}).get(upper.name, 0)
+            if rows is not None and base_rows is not None and size * 2 > base_rows.get(view.fact, 0):
                 continue
-            rank = (len(upper.keys), upper.name)
-            if best is None or rank < best[0]:
-                best = (rank, e)
+            edge = derives(lower, node_of_view(upper), plan.schema, plan.dependencies)
+            if isinstance(edge, Edge) and (best is None or (size, len(upper.keys), upper.name) < best[0]):
+                best = ((size, len(upper.keys), upper.name), edge)
         if best is not None:
-            out[name] = best[1]
+            out[name] = (best[1], lower)
     return out

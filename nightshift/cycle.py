@@ -21,11 +21,10 @@ from functools import cached_property
 from typing import Any, Callable
 
 from nightshift.config import Project
-from lattice.dlattice import lattice_shape
 from lattice.layer import built_parents, changed_message
 from runtime.errors import BatchOrderError, ConfigError, PlanChanged, WarehouseError
 from runtime.faults import checkpoint
-from runtime.lake import Lake, check_batch_id
+from runtime.lake import Lake, check_batch_id, parquet_rows
 from runtime.manifest import Manifest
 from runtime.night import BatchInfo
 from runtime.options import Options
@@ -268,16 +267,20 @@ class Cycle:
             self.progress(f"apply: {line}")
         out = self.lake.root / "applied"
         shutil.rmtree(out, ignore_errors=True)
-        lattice = lattice_shape(self.plan)
-        parents = built_parents(self.plan, lattice, change.rebuild)
+        facts = {self.plan.view(n).fact for n in change.rebuild if self.plan.view(n).mode == "delta"}
+        rows = {v.name: self.warehouse.row_count(v) for v in self.plan.views  # the tables a new view may come from
+                if v.mode == "delta" and v.fact in facts and v.name not in change.rebuild}
+        base_rows = {t: parquet_rows(self.lake.current_base_dir(t, state)) for t in self.plan.fact_tables
+                     if self.plan.schema.table(t).view is None}
+        parents = built_parents(self.plan, change.rebuild, rows, base_rows) if self.options.apply_from_tables else {}
         built = {}  # a new view from a summary table that stays (issue 20), not from the base
-        for name, edge in parents.items():
+        for name, (edge, node) in parents.items():
             folder = out / "_built" / edge.upper
             if not folder.exists():
-                rows = self.warehouse.export_storage(self.plan.view(edge.upper), folder)
-                self.progress(f"apply: {edge.upper}'s summary table exported ({rows} rows) to build "
-                              f"{', '.join(n for n, e in parents.items() if e.upper == edge.upper)} from it")
-            built[name] = (edge, lattice.node(name), folder)
+                n = self.warehouse.export_storage(self.plan.view(edge.upper), folder)
+                self.progress(f"apply: {edge.upper}'s summary table exported ({n} rows) to build "
+                              f"{', '.join(v for v, p in parents.items() if p[0].upper == edge.upper)} from it")
+            built[name] = (edge, node, folder)
         views, copies = materialize_views(self.spark, self.plan, self.lake, state, out, self.progress,
                                           only=frozenset(change.rebuild), built=built)
         stats = {**views, "_ns_copies": copies,

@@ -9,6 +9,7 @@ of the night's plan (runtime.night) and of its manifest, so what ran is recorded
     NIGHTSHIFT_WEAK_MINIMALITY=0    exact MIN/MAX for every group that lost rows (not 4.3's tighter test)
     NIGHTSHIFT_LATTICE_STATS_ROWS   measure summary-delta sizes for batches of this many change rows or more
     NIGHTSHIFT_REFRESH_OPT=0        refresh every table by the plain Figure 8 path (no 4.3 paths)
+    NIGHTSHIFT_APPLY_FROM_TABLES=0  nightshift apply builds every view from the base (not from a summary table)
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class Options:
     weak_minimality: bool = True
     stats_rows: int = DEFAULT_STATS_ROWS
     refresh_optimize: bool = True
+    apply_from_tables: bool = True  # nightshift apply may build a view from a summary table that stays (issue 20)
     new_keys: tuple[str, ...] = ()  # [refresh] new_keys: views whose summary-delta groups are all new (4.3)
 
     @staticmethod
@@ -39,6 +41,7 @@ class Options:
             weak_minimality=_switch(env, "NIGHTSHIFT_WEAK_MINIMALITY"),
             stats_rows=_count(env, "NIGHTSHIFT_LATTICE_STATS_ROWS", DEFAULT_STATS_ROWS),
             refresh_optimize=_switch(env, "NIGHTSHIFT_REFRESH_OPT"),
+            apply_from_tables=_switch(env, "NIGHTSHIFT_APPLY_FROM_TABLES"),
             new_keys=tuple(new_keys),
         )
 

@@ -55,16 +55,18 @@ def view_changes(spark: SparkSession, view: View, copy: DataFrame, sd: DataFrame
     the changed groups' new stored rows to `out` (apply-base makes them the next copy). Returns them."""
     name = view.name
     copy.createOrReplaceTempView(emit.rel("copy", name))
-    sd.createOrReplaceTempView(emit.rel("sd", name))
+    # the final summary-delta under its own name: __ns_sd_<V> stays V's raw lattice point (with its
+    # lattice-friendly hidden attributes), which points of this level may still derive from
+    sd.createOrReplaceTempView(emit.rel("final", name))
     # the copy's rows of the changed groups, read from the copy once and kept: the new rows and the
     # deleted old rows come from them (only the MIN/MAX recomputations of outer views read the whole copy)
-    touched = spark.sql(to_dialect(emit.changed_rows(view, emit.rel("copy", name), emit.rel("sd", name), True), "spark"))
+    touched = spark.sql(to_dialect(emit.changed_rows(view, emit.rel("copy", name), emit.rel("final", name), True), "spark"))
     touched.persist().createOrReplaceTempView(emit.rel("touched", name))
-    updated = spark.sql(to_dialect(emit.view_update(view, emit.rel("touched", name), emit.rel("sd", name)), "spark"))
+    updated = spark.sql(to_dialect(emit.view_update(view, emit.rel("touched", name), emit.rel("final", name)), "spark"))
     updated.coalesce(1).write.mode("overwrite").parquet(str(out))
     updated = spark.read.parquet(str(out))  # read back: every query below sees these rows as written
     updated.createOrReplaceTempView(emit.rel("updated", name))
-    copy_rel, sd_rel, upd = emit.rel("copy", name), emit.rel("sd", name), emit.rel("updated", name)
+    copy_rel, sd_rel, upd = emit.rel("copy", name), emit.rel("final", name), emit.rel("updated", name)
     touched_rel = emit.rel("touched", name)
     alive = f"(SELECT * FROM {upd} WHERE _ns_count > 0)"
     keyless = f"EXISTS (SELECT 1 FROM {sd_rel})" if not view.keys else None

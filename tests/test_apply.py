@@ -31,6 +31,8 @@ MONTHLY = ("CREATE VIEW monthly AS SELECT storeID, CAST(DATE_TRUNC('month', date
 AFTER = {**{k: v for k, v in BEFORE.items() if k != "sR_sales"},
          "big_sales": BEFORE["big_sales"].replace("qty >= 3", "qty >= 2"),
          "monthly": MONTHLY,
+         "region_days": "CREATE VIEW region_days AS SELECT region, date, COUNT(*) AS n, SUM(qty) AS q FROM pos "
+                        "JOIN stores ON pos.storeID = stores.storeID GROUP BY region, date",
          "city_best": "CREATE VIEW city_best AS SELECT city, MAX(TotalQuantity) AS best, COUNT(*) AS days FROM sCD_sales "
                       "GROUP BY city",
          # auxiliary mode (paper 002): apply builds its auxiliary view's lake copy, never a warehouse table
@@ -93,14 +95,14 @@ def test_apply_builds_only_what_changed(tmp_path, spark, quiet, warehouse_url, b
 
     result = cycle.apply()
     change = result.details
-    assert set(change.added) == {"monthly", "city_best", "store_items"} and [c.view for c in change.changed] == ["big_sales"]
+    assert set(change.added) == {"monthly", "region_days", "city_best", "store_items"} and [c.view for c in change.changed] == ["big_sales"]
     assert change.dropped == ("sR_sales",) and set(change.unchanged) == UNCHANGED
     for name in UNCHANGED:  # untouched, row for row
         assert _stored(cycle, name) == kept[name], name
-    # the month rollup came from SID_sales's summary table along the lattice (issue 20), not from the base;
-    # big_sales (its own filter) and the nested and auxiliary views from the base and their copies
+    # the region-by-day rollup came from sCD_sales's summary table along the lattice (issue 20: city -> region),
+    # not from the base; big_sales (its own filter) and the nested and auxiliary views from the base
     built = cycle.warehouse.ledger()[-1].stats
-    assert built["monthly"]["parent"] == "SID_sales" and "parent" not in built["big_sales"], built
+    assert built["region_days"]["parent"] == "sCD_sales" and "parent" not in built["big_sales"], built
     with cycle.warehouse.engine.connect() as conn:  # the dropped view's serving view and storage are gone
         names = {n.lower() for n in cycle.warehouse.engine.dialect.get_table_names(conn)}
         names |= {n.lower() for n in cycle.warehouse.engine.dialect.get_view_names(conn)}
@@ -218,7 +220,7 @@ def test_the_diff_names_each_change_and_how_without_spark():
 
     built = describe(_compile(BEFORE))
     change = diff(built, _compile(AFTER))
-    assert change.added == ("city_best", "monthly", "store_items") and change.dropped == ("sR_sales",)
+    assert change.added == ("city_best", "monthly", "region_days", "store_items") and change.dropped == ("sR_sales",)
     assert [(c.view, c.how) for c in change.changed] == [
         ("big_sales", ('filter: ("pos"."qty" >= 3) -> ("pos"."qty" >= 2)',))]
     # a view over a changed view changes too, and says why
@@ -242,12 +244,17 @@ def test_the_diff_names_each_change_and_how_without_spark():
 def test_a_new_view_is_built_from_the_coarsest_summary_table_that_stays_without_spark():
     from harness import SCHEMA_SQL
     from lattice.compile import compile_project
-    from lattice.dlattice import lattice_shape
     from lattice.layer import built_parents
 
+    from lattice.ir import FunctionalDependency
+
     views = {f"{n}.sql": sql for n, sql in AFTER.items()}
-    plan = compile_project(SCHEMA_SQL, views)
-    lattice = lattice_shape(plan)
-    parents = built_parents(plan, lattice, ("monthly", "big_sales", "city_best", "store_items"))
-    assert {n: e.upper for n, e in parents.items()} == {"monthly": "SID_sales"}  # filtered, nested, auxiliary: base
-    assert built_parents(plan, lattice, ("monthly", "SID_sales")) == {}  # a parent rebuilt too is no parent
+    plan = compile_project(SCHEMA_SQL, views, (FunctionalDependency("stores", ("city",), ("region",)),))  # as harness
+    new = ("monthly", "region_days", "big_sales", "city_best", "store_items")
+    parents = built_parents(plan, new)  # without sizes: the fewest group keys
+    assert {n: p[0].upper for n, p in parents.items()} == {"monthly": "SID_sales", "region_days": "sCD_sales"}
+    assert [j.table for j in parents["region_days"][0].joins] == ["stores"]  # city -> region, on the stored city
+    assert built_parents(plan, ("monthly", "SID_sales")) == {}  # a parent rebuilt too is no parent
+    # with sizes: only a table of at most half the fact table's rows (exporting more costs more than the base)
+    sized = built_parents(plan, new, {"SID_sales": 900, "sCD_sales": 40}, {"pos": 1000})
+    assert {n: p[0].upper for n, p in sized.items()} == {"region_days": "sCD_sales"}

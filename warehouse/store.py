@@ -246,6 +246,11 @@ class Warehouse:
             self._append_ledger(conn, f"apply@{position or 'empty'}", "apply", plan, position,
                                 {**stats, LEDGER_KEY: describe(plan)})
 
+    def row_count(self, view: View) -> int:
+        """The rows of a summary table."""
+        with self.engine.connect() as conn:
+            return int(self.dialect.run(conn, f"SELECT COUNT(*) FROM {self.dialect.table(view)}").scalar())
+
     def export_storage(self, view: View, folder: Path) -> int:
         """A summary table's rows (keys and stored aggregates, under nightshift's column names) as one
         Parquet file in `folder`: what nightshift apply builds a new coarser view from (issue 20)."""
