@@ -26,6 +26,10 @@ import pyarrow.parquet as pq
 
 from bench.modes import run_line
 from bench.nested import compare_kinds, measured_night, project, read, report_row
+
+ROWS_READ_NOTE = ("Rows read: the rows of the row groups Spark's Parquet scans read during propagate (the manifest's "
+                  "`rows_read`, before filters), summed over scans; a night with deletes also reads pos to check that "
+                  "each delete names an existing row (every project).")
 from nightshift.cycle import Cycle
 from runtime.lake import parquet_rows
 
@@ -48,7 +52,13 @@ def night(root: Path, rows: int, fraction: float, kind: str) -> dict:
 def _sizes(cycle: Cycle) -> dict:
     """The auxiliary view's rows and bytes in the lake after the night, and the naive auxiliary data's
     rows (every pos row) and bytes (pos's storeID and itemID columns, from the Parquet footers)."""
-    aux = cycle.lake.current_base_dir(AUX)
+    return sizes(cycle, AUX, ("storeID", "itemID"))
+
+
+def sizes(cycle: Cycle, aux_view: str, columns: tuple[str, ...]) -> dict:
+    """An auxiliary view's rows and bytes in the lake, and the naive auxiliary data's rows (every pos row)
+    and bytes (the pos `columns` it would hold, compressed, from pos's Parquet footers)."""
+    aux = cycle.lake.current_base_dir(aux_view)
     pos = cycle.lake.current_base_dir("pos")
     naive_bytes = 0
     for f in sorted(Path(pos).glob("*.parquet")):
@@ -56,7 +66,7 @@ def _sizes(cycle: Cycle) -> dict:
         for g in range(meta.num_row_groups):
             group = meta.row_group(g)
             naive_bytes += sum(group.column(c).total_compressed_size for c in range(group.num_columns)
-                               if group.column(c).path_in_schema in ("storeID", "itemID"))
+                               if group.column(c).path_in_schema in columns)
     return {"aux_rows": parquet_rows(aux), "aux_bytes": sum(f.stat().st_size for f in Path(aux).glob("*.parquet")),
             "naive_rows": parquet_rows(pos), "naive_bytes": naive_bytes}
 
@@ -90,9 +100,7 @@ def write_report(out: Path, args, load: float, r: dict) -> None:
         f"{aux['naive_rows']:,} rows, {aux['naive_bytes'] / 1e6:.1f} MB compressed in pos's Parquet "
         f"({aux['aux_rows'] / max(aux['naive_rows'], 1):.2f} of the rows).",
         "",
-        "Rows read: the rows of the row groups Spark's Parquet scans read during propagate (the manifest's "
-        "`rows_read`, before filters), summed over scans; a night with deletes also reads pos to check that "
-        "each delete names an existing row (all three projects).",
+        ROWS_READ_NOTE,
         "",
     ]
     out.write_text("\n".join(lines))

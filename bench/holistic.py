@@ -24,13 +24,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
+from bench.auxiliary import ROWS_READ_NOTE, sizes
 from bench.modes import run_line
 from bench.nested import compare_kinds, measured_night, read
 from nightshift.cycle import Cycle
 from nightshift.example import init_project
-from runtime.lake import parquet_rows
 
 VIEWS = {
     "store_items": "CREATE VIEW store_items AS SELECT storeID, COUNT(DISTINCT itemID) AS items, COUNT(*) AS sales "
@@ -69,20 +67,7 @@ def night(root: Path, rows: int, fraction: float, kind: str) -> dict:
 def _sizes(cycle: Cycle) -> dict:
     """Each auxiliary view's rows and bytes in the lake after the night, and the naive auxiliary data's
     rows (every pos row) and bytes (the two pos columns the view reads, from the Parquet footers)."""
-    pos = cycle.lake.current_base_dir("pos")
-    out = {}
-    for name, columns in COLUMNS.items():
-        aux = cycle.lake.current_base_dir(f"{name}__ns_aux")
-        naive = 0
-        for f in sorted(Path(pos).glob("*.parquet")):
-            meta = pq.ParquetFile(f).metadata
-            for g in range(meta.num_row_groups):
-                group = meta.row_group(g)
-                naive += sum(group.column(c).total_compressed_size for c in range(group.num_columns)
-                             if group.column(c).path_in_schema in columns)
-        out[name] = {"aux_rows": parquet_rows(aux), "naive_rows": parquet_rows(pos), "naive_bytes": naive,
-                     "aux_bytes": sum(f.stat().st_size for f in Path(aux).glob("*.parquet"))}
-    return {"sizes": out}
+    return {"sizes": {name: sizes(cycle, f"{name}__ns_aux", columns) for name, columns in COLUMNS.items()}}
 
 
 def write_report(out: Path, args, load: float, r: dict) -> None:
@@ -121,9 +106,7 @@ def write_report(out: Path, args, load: float, r: dict) -> None:
         *[f"| {n}__ns_aux | {s['aux_rows']:,} | {s['aux_bytes'] / 1e6:.1f} | {s['naive_rows']:,} | "
           f"{s['naive_bytes'] / 1e6:.1f} | {s['aux_rows'] / max(s['naive_rows'], 1):.3f} |" for n, s in aux["sizes"].items()],
         "",
-        "Rows read: the rows of the row groups Spark's Parquet scans read during propagate (the manifest's "
-        "`rows_read`, before filters), summed over scans; a night with deletes also reads pos to check that "
-        "each delete names an existing row (all three projects).",
+        ROWS_READ_NOTE,
         "",
     ]
     out.write_text("\n".join(lines))

@@ -143,6 +143,17 @@ def run_nights(cycle, root: Path, gen: "BatchGenerator", model: "Model", nights:
         model.apply(changes)
 
 
+def check_served(cycle, model: "Model", views: dict[str, str], where: str) -> None:
+    """Every view the warehouse serves equals the model's recomputation of `views` (name -> SQL) from scratch."""
+    from nightshift.oracle import bag
+
+    expected = model.recompute(views)
+    for view in cycle.plan.views:
+        got = bag(cycle.warehouse.read_view(view))
+        assert got == expected[view.name], (f"{where}, view {view.name}: served != recomputed\n"
+                                            f"missing {expected[view.name] - got}\nextra {got - expected[view.name]}")
+
+
 class Model:
     """The base tables as Python bags, changed by batches independently of nightshift."""
 

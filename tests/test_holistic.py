@@ -14,11 +14,11 @@ import datetime as dt
 import pytest
 
 from conftest import BACKENDS
-from harness import FIGURE_1, BatchGenerator, Model, make_project, run_nights, write_changes
+from harness import FIGURE_1, BatchGenerator, Model, check_served, make_project, run_nights, write_changes
 from lattice.compile import compile_project
 from nightshift.config import load_project
 from nightshift.cycle import Cycle
-from nightshift.oracle import bag, check_all
+from nightshift.oracle import check_all
 from nightshift.validate import ValidationFailed, validate_batch
 from runtime.lake import parquet_rows
 
@@ -65,11 +65,7 @@ EXPECTED = {**VIEWS, "item_spread": (
 
 
 def _check(cycle: Cycle, model: Model, where: str) -> None:
-    expected = model.recompute(EXPECTED)
-    for view in cycle.plan.views:
-        got = bag(cycle.warehouse.read_view(view))
-        assert got == expected[view.name], (f"{where}, view {view.name}: served != recomputed\n"
-                                            f"missing {expected[view.name] - got}\nextra {got - expected[view.name]}")
+    check_served(cycle, model, EXPECTED, where)
 
 
 def _night(cycle: Cycle, root, model: Model, batch: str, changes: dict) -> None:
