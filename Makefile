@@ -13,6 +13,7 @@ CORES   ?= 2
 WORKER_MEMORY ?= 1g
 PORT    ?= 7077
 UI_PORT ?= 8081
+TEST_WORKERS ?= 2
 
 .PHONY: venv demo test test-fast bench airflow cluster cluster-stop cluster-status clean help
 
@@ -39,9 +40,10 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/nightshift demo --dir demo-project --rows $(ROWS) --nights $(NIGHTS)
 
+# two pytest-xdist workers, the slowest units of work first (tests/conftest.py); TEST_WORKERS=0 runs serially
 test: $(STAMP)
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -q --durations=15 tests
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=15 tests
 
 # the compiler and every test that needs no Spark, no Airflow: about a minute
 test-fast: $(STAMP)

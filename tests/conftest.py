@@ -1,4 +1,6 @@
-"""One SparkSession for the whole test session (local[2], small shuffles)."""
+"""One SparkSession for the whole test session (local[2], small shuffles; local[1] per worker under
+pytest-xdist, whose two workers share the two cores). Under `-n 2 --dist loadgroup` the known-slow tests
+start first (SLOW_FIRST) so both workers finish together."""
 
 from __future__ import annotations
 
@@ -20,25 +22,96 @@ os.environ.setdefault(
     "spark.sql.ui.retainedExecutions=50;spark.ui.retainedJobs=100;spark.ui.retainedStages=100;spark.ui.retainedTasks=1000",
 )
 os.environ.setdefault("NIGHTSHIFT_DRIVER_MEMORY", "4g")
+# spark-submit in a subprocess (the DAG's tasks, the CLI) is a JVM of seconds: with the C1 compiler alone a local
+# session's start and 20 small queries took 7.5 s of JVM CPU instead of 12.6 s. The test session's own JVM keeps the
+# full JIT (spark_session).
+SHORT_JVM_OPTS = "-XX:TieredStopAtLevel=1"
+os.environ.setdefault("SPARK_SUBMIT_OPTS", SHORT_JVM_OPTS)
 
 
 # Modules that start Airflow, a Spark cluster or the nightshift CLI in subprocesses: slow as a whole.
 SLOW_MODULES = {"test_dags", "test_airflow_setup", "test_cluster", "test_cli"}
 
 
+# Under `-n 2 --dist loadgroup` (make test) a unit of work goes to one worker whole. A unit is a module, so its
+# module- and session-scoped fixtures (a prepared project, a running cluster) are built once; test_faults is
+# one unit per backend (its `prepared` fixture); the tests of SPLIT_MODULES share nothing costlier than the
+# SparkSession, and each is a unit of its own. (xdist's own xdist_group marks do not reach its scheduler
+# under pytest 9, so pytest_xdist_make_scheduler below draws the units.)
+SPLIT_MODULES = {"test_dags", "test_modes", "test_differential"}
+# Node id prefixes, slowest first (seconds each in a clean-copy `make test` with two workers on a nearly idle
+# machine; a unit's tests added up): xdist hands out the units in collection order, so the long
+# ones start first and the last ones are short.
+SLOW_FIRST = [
+    "tests/test_modes.py::test_every_mode",  # 209-292 each
+    "tests/test_dags.py::test_dag_nights_reruns_order_and_window",  # 288
+    "tests/test_dags.py::test_dag_keeps_every_mode",  # 248
+    "tests/test_holistic.py::",  # 102 + 97
+    "tests/test_capture.py::",  # its DAG test 98 and 30 more tests
+    "tests/test_faults.py::",  # per backend: a prepared project, then 11 crash points
+    "tests/test_differential.py::",  # 42-52 each
+    "tests/test_apply.py::",  # 8 tests, several Spark nights
+    "tests/test_nested_paper.py::",  # 52 and 3 more
+    "tests/test_lattice_propagate.py::",  # 4 tests, random view sets
+    "tests/test_cluster.py::",  # 51, 45 and the cluster's start
+]
+
+
+def _unit(nodeid: str) -> str:
+    """The unit of work a test belongs to (see SPLIT_MODULES)."""
+    path = nodeid.split("::")[0]
+    module = Path(path).stem
+    if module in SPLIT_MODULES:
+        return nodeid
+    if module == "test_faults" and "[" in nodeid:
+        return path + "::" + nodeid.split("[", 1)[1].split("-", 1)[0]  # the backend, prepared's parameter
+    return path
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByUnit(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _unit(nodeid)
+
+    config.option.loadscopereorder = False  # keep SLOW_FIRST's order, not the units' test counts
+    return ByUnit(config, log)
+
+
 def pytest_collection_modifyitems(items):
     """`slow` marks every test that starts Spark (the `spark` fixture) or runs in SLOW_MODULES;
-    `make test-fast` runs the others (pytest -m "not slow")."""
+    `make test-fast` runs the others (pytest -m "not slow"). Then the order: SLOW_FIRST, then the other
+    modules with a slow test, then the rest; a stable sort by module (or by test in SPLIT_MODULES), so a
+    module's own order, and its fixtures' set-up, stay as they were."""
     for item in items:
         if {"spark", "spark_session"} & set(item.fixturenames) or item.module.__name__ in SLOW_MODULES:
             item.add_marker(pytest.mark.slow)
+    slow_units = {_unit(item.nodeid) for item in items if item.get_closest_marker("slow")}
+
+    def rank(item) -> tuple[int, int]:
+        first = next((k for k, prefix in enumerate(SLOW_FIRST) if item.nodeid.startswith(prefix)), len(SLOW_FIRST))
+        return first, _unit(item.nodeid) not in slow_units
+
+    items.sort(key=rank)
 
 
 @pytest.fixture(scope="session")
 def spark_session():
     from spark_jobs.session import get_spark
 
-    session = get_spark("local[2]", "nightshift-tests")
+    master = "local[1]" if os.environ.get("PYTEST_XDIST_WORKER") else "local[2]"
+    short = os.environ.get("SPARK_SUBMIT_OPTS") == SHORT_JVM_OPTS
+    if short:  # this JVM lives all session: C2's compiles pay for themselves
+        del os.environ["SPARK_SUBMIT_OPTS"]
+    try:
+        session = get_spark(master, "nightshift-tests")
+    finally:
+        if short:
+            os.environ["SPARK_SUBMIT_OPTS"] = SHORT_JVM_OPTS
     yield session
     session.stop()
 
