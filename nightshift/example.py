@@ -48,6 +48,16 @@ timezone = "UTC"
 [dependencies]
 # functional dependencies beyond the keys (paper 001, 5.1)
 stores = ["city -> region"]
+
+# How a view is kept: auto (the default) | incremental | recompute | auxiliary (MIN/MAX through an
+# auxiliary view, so a deleted extreme never reads the base). README: "Summary views".
+# [views]
+# SiC_sales = "auxiliary"
+
+# User-defined aggregates, called in views as name(column): SQL over a group's non-NULL values x, each
+# value's position i (1..n, ascending) and their number n. README: "User-defined aggregates".
+# [aggregates]
+# trimmed_mean = "AVG(CASE WHEN i > 0.1 * n AND i <= 0.9 * n THEN x END)"
 """
 
 SCHEMAS = {
