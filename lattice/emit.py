@@ -392,7 +392,7 @@ def holistic_values(view: View, rows: str, changed: str | None = None) -> str:
         return parts[0]
     picked = [f"{q('b')}.{k}" for k in keys] + [f"{q('b' if not s.func.startswith('uda ') else 'u')}.{q(s.column)}"
                                                 for s in hol]
-    on = " AND ".join(f"{q('b')}.{k} IS NOT DISTINCT FROM {q('u')}.{k}" for k in keys) or "1 = 1"
+    on = same_keys(view, q("b"), q("u"))
     return f"SELECT {', '.join(picked)}\nFROM (\n{parts[0]}\n) AS {q('b')}\nJOIN (\n{parts[1]}\n) AS {q('u')} ON {on}"
 
 

@@ -383,7 +383,7 @@ def _recompute_sql(view: View) -> str:
     if view.has_holistic:  # the holistic columns from DuckDB's own aggregates over the expanded values
         cols = [f"r.{q(k.name)}" for k in view.keys]
         cols += [f"{'h' if s.kind == 'holistic' else 'r'}.{q(s.column)}" for s in view.stored]
-        on = " AND ".join(f"r.{q(k.name)} IS NOT DISTINCT FROM h.{q(k.name)}" for k in view.keys) or "1 = 1"
+        on = emit.same_keys(view, "r", "h")
         branch = (f"SELECT 0, {', '.join(cols)} FROM (SELECT {recomputed} FROM {tables}{cond}{grouped}) AS r "
                   f"LEFT JOIN ({holistic}) AS h ON {on}")
     rows = "warehouse_rows <> 1 OR recomputed_rows <> 1" if keys else "warehouse_rows <> recomputed_rows"
