@@ -1,11 +1,11 @@
 """The summary layer as built vs as compiled: what `nightshift plan` lists and `nightshift apply` builds.
 
 Every view has a definition fingerprint (its SQL, its [views] setting, its mode, the declarations of
-the tables it reads, and the fingerprints of the summary views it reads, so a view over a changed
-view changes too) and a description (keys, aggregates, filter, HAVING, mode, tables). The ledger
-keeps both for the layer it built (materialize and apply write them); `diff` compares that with the
-compiled plan: views added, changed (and how), dropped. A change of sql/schema.sql that no view
-reads changes no view.
+the columns it reads, and the fingerprints of the summary views it reads, so a view over a changed
+view changes too) and a description (keys, aggregates, filter, HAVING, mode, tables, columns). The
+ledger keeps both for the layer it built (materialize and apply write them); `diff` compares that with
+the compiled plan: views added, changed (and how), dropped. A change of sql/schema.sql that no view
+reads (a new column, a comment, another table) changes no view.
 """
 
 from __future__ import annotations
@@ -13,13 +13,17 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
-from lattice.ir import Edge, LatticeNode, Plan, View
+import sqlglot
+from sqlglot import exp
+
+from lattice.ir import Edge, LatticeNode, Plan, Table, View
 from lattice.passes.derives import derives, node_of_view
 
 LEDGER_KEY = "_ns_views"  # the ledger stats entry holding the built layer (view names never start with _ns_)
 
 _FIELDS = (("keys", "group keys"), ("aggregates", "aggregates"), ("filter", "filter"), ("having", "HAVING"),
-           ("tables", "tables"), ("mode", "mode"), ("maintain", "[views] setting"))
+           ("tables", "tables"), ("columns", "declared columns it reads"), ("mode", "mode"),
+           ("maintain", "[views] setting"))
 
 
 def describe(plan: Plan) -> dict[str, dict]:
@@ -27,7 +31,8 @@ def describe(plan: Plan) -> dict[str, dict]:
     of the definition of the view it serves (its fingerprint goes into that view's), never its own entry."""
     out: dict[str, dict] = {}
     for v in plan.lake_views:
-        out[v.name] = {"fingerprint": _fingerprint(plan, v, out), **_description(v)}
+        out[v.name] = {"fingerprint": _fingerprint(plan, v, out), "legacy": _legacy_fingerprint(plan, v, out),
+                       **_description(v), "columns": _columns(plan, v)}
     served = {v.name for v in plan.views}
     return {name: d for name, d in out.items() if name in served}
 
@@ -55,12 +60,67 @@ def _description(v: View) -> dict:
 
 
 def _fingerprint(plan: Plan, v: View, done: dict[str, dict]) -> str:
+    """Over what decides the view's rows: its SQL, mode and settings, the fingerprints of the views it
+    reads, and of each table it reads only the declarations of the columns its SQL names (type, NULL),
+    with the primary and foreign keys over them. A column nobody's SQL names changes no view (issue 20)."""
+    digest = hashlib.sha256()
+    parts = [v.name.lower(), v.sql, v.mode, v.maintain, v.having or "", repr(v.quoted)]
+    by_low = {name.lower(): d for name, d in done.items()}
+    names = _names(v.sql)
+    for t in sorted(set(v.tables) | set(v.reads), key=str.lower):
+        if t.lower() in by_low:  # a summary view it reads: that view's definition
+            parts.append(f"view {t.lower()} {by_low[t.lower()]['fingerprint']}")
+        elif (table := plan.schema.table(t)) is not None:
+            parts.append(_declaration(table, names))
+    for p in parts:
+        digest.update(p.encode())
+        digest.update(b"\0")
+    return digest.hexdigest()[:16]
+
+
+def _columns(plan: Plan, v: View) -> list[str]:
+    """The declarations of the base-table columns the view reads, as `nightshift plan` shows a change
+    of them ("pos.qty INTEGER NOT NULL")."""
+    names = _names(v.sql)
+    out = []
+    for t in v.tables:
+        table = plan.schema.table(t)
+        if table is None or table.view is not None:
+            continue
+        out += [f"{table.name}.{c.name} {c.type}{'' if c.nullable else ' NOT NULL'}" for c in table.columns
+                if names is None or c.name.lower() in names]
+    return out
+
+
+def _names(sql: str) -> set[str] | None:
+    """Every name the SQL writes (lower case), None when it selects * (every column)."""
+    tree = sqlglot.parse_one(sql)
+    if any(isinstance(s.parent, (exp.Select, exp.Column)) for s in tree.find_all(exp.Star)):
+        return None
+    return {i.name.lower() for i in tree.find_all(exp.Identifier)}
+
+
+def _declaration(table: Table, names: set[str] | None) -> str:
+    """The part of a table's declaration a view with these names depends on. Over-approximate by
+    design: a name matching a column of any table it reads counts for each of them."""
+    def read(cols) -> bool:
+        return names is None or any(c.lower() in names for c in cols)
+
+    columns = [c for c in table.columns if read([c.name])]
+    keys = [repr(table.primary_key)] if read(table.primary_key) else []
+    fks = [repr(fk) for fk in table.foreign_keys if read(fk.columns)]
+    return f"table {table.name.lower()} " + repr(columns) + "".join(keys) + "".join(fks)
+
+
+def _legacy_fingerprint(plan: Plan, v: View, done: dict[str, dict]) -> str:
+    """The fingerprint of nightshift before per-column declarations (the whole declaration of every
+    table read): a layer built by it compares by it, so upgrading rebuilds nothing."""
     digest = hashlib.sha256()
     parts = [v.name.lower(), v.sql, v.mode, v.maintain, v.having or "", repr(v.quoted)]
     by_low = {name.lower(): d for name, d in done.items()}
     for t in sorted(set(v.tables) | set(v.reads), key=str.lower):
-        if t.lower() in by_low:  # a summary view it reads: that view's definition
-            parts.append(f"view {t.lower()} {by_low[t.lower()]['fingerprint']}")
+        if t.lower() in by_low:
+            parts.append(f"view {t.lower()} {by_low[t.lower()]['legacy']}")
         elif (table := plan.schema.table(t)) is not None:
             parts.append(repr(table))
     for p in parts:
@@ -128,11 +188,12 @@ def diff(built: dict | None, plan: Plan) -> LayerDiff:
             added.append(name)
             continue
         before = old[name.lower()][1]
-        if before.get("fingerprint") == d["fingerprint"]:
+        rule = "fingerprint" if "columns" in before else "legacy"  # a layer built before per-column fingerprints
+        if before.get("fingerprint") == d[rule]:
             unchanged.append(name)
             continue
-        how = [f"{label}: {_show(before.get(key))} -> {_show(d[key])}" for key, label in _FIELDS
-               if before.get(key) != d[key]]
+        how = [_how(label, before.get(key), d[key]) for key, label in _FIELDS
+               if before.get(key) != d[key] and (key != "columns" or rule == "fingerprint")]
         reads = [r for r in d["reads"] if r in now and any(c.view == r for c in changed)]
         reads += [r for r in d["reads"] if r in added]
         how += [f"reads {r}, which changed" for r in dict.fromkeys(reads)]
@@ -141,6 +202,12 @@ def diff(built: dict | None, plan: Plan) -> LayerDiff:
     live = {n.lower() for n in now}
     dropped = [old_name for low, (old_name, _) in old.items() if low not in live]
     return LayerDiff(tuple(added), tuple(changed), tuple(dropped), tuple(unchanged), True, built)
+
+
+def _how(label: str, before, now) -> str:
+    if label.startswith("declared columns"):  # only the declarations that differ
+        before, now = [c for c in before or () if c not in now], [c for c in now if c not in (before or ())]
+    return f"{label}: {_show(before)} -> {_show(now)}"
 
 
 def _show(value) -> str:

@@ -95,3 +95,15 @@ def duckdb_read_parquet(files) -> str:
     """DuckDB's read_parquet over exactly these files (paths), without hive partition columns from
     folder names such as batch_id=<ID>."""
     return "read_parquet([" + ", ".join(literal(str(f), "duckdb") for f in files) + "], hive_partitioning = false)"
+
+
+def base_select_list(columns, present: set[str], cast: bool = False) -> str:
+    """The DuckDB select list of a lake base version's declared (name, type) columns: a column declared
+    after the version was written (absent from `present`, its Parquet columns in lower case) reads
+    NULL, as spark_jobs.changes.read_base reads it. `cast`: every present column as its declared type."""
+    def one(name: str, type_: str) -> str:
+        if name.lower() not in present:
+            return f"CAST(NULL AS {type_}) AS {ident(name)}"
+        return f"CAST({ident(name)} AS {type_}) AS {ident(name)}" if cast else ident(name)
+
+    return ", ".join(one(n, t) for n, t in columns)

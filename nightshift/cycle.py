@@ -259,6 +259,7 @@ class Cycle:
                 f"apply: the summary tables are at {ledger[-1].position or 'empty'} but the lake's base at "
                 f"{state.last or 'empty'}; apply runs between two nights: finish the night first "
                 f"(nightshift apply-base --batch {ledger[-1].position})")
+        self.lake.check_columns(self.plan.schema, state)
         change = self.warehouse.layer_diff(self.plan, ledger)
         if ledger[-1].plan == self.plan.fingerprint:
             self._finish_apply(ledger)

@@ -15,8 +15,8 @@ from pathlib import Path
 import duckdb
 
 from lattice.ir import Plan, Schema, View
-from lattice.sql import duckdb_read_parquet, ident, to_dialect
-from runtime.lake import Lake, LakeState
+from lattice.sql import base_select_list, duckdb_read_parquet, ident, to_dialect
+from runtime.lake import Lake, LakeState, parquet_columns
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,8 @@ def duckdb_base(lake: Lake, schema: Schema, state: LakeState | None = None, data
         d = lake.current_base_dir(t.name, state)
         files = sorted(Path(d).glob("*.parquet")) if d is not None else []
         if files:
-            con.execute(f"CREATE VIEW {ident(t.name)} AS SELECT * FROM {duckdb_read_parquet(files)}")
+            cols = base_select_list([(c.name, c.type) for c in t.columns], parquet_columns(files))
+            con.execute(f"CREATE VIEW {ident(t.name)} AS SELECT {cols} FROM {duckdb_read_parquet(files)}")
         else:
             cols = ", ".join(f"{ident(c.name)} {c.type}" for c in t.columns)
             con.execute(f"CREATE TABLE {ident(t.name)} ({cols})")

@@ -39,7 +39,7 @@ from lattice.dlattice import Statistics
 from lattice.emit import rel
 from lattice.ir import ColumnRef
 from runtime.capture import CAPTURE_VERSION, CaptureRecord
-from runtime.errors import BadChangeBatch
+from runtime.errors import BadChangeBatch, SchemaError
 from runtime.manifest import MANIFEST_VERSION, LevelRecord, Manifest
 from runtime.night import NIGHT_VERSION, NightPlan
 from runtime.serial import from_json, to_json
@@ -290,6 +290,16 @@ class Lake:
         v = state.versions.get(table)
         return self.base_version_dir(table, v) if v else None
 
+    def check_columns(self, schema, state: LakeState | None = None) -> None:
+        """Refuse a NOT NULL column declared after the current base version of its table was written: those
+        rows have no value for it (a nullable one reads NULL, spark_jobs.changes.read_base)."""
+        for t in schema.base_tables:
+            d = self.current_base_dir(t.name, state)
+            present = parquet_columns(sorted(d.glob("*.parquet"))) if d is not None else set()
+            missing = [c for c in t.columns if c.name.lower() not in present]
+            if present and any(not c.nullable for c in missing):
+                raise SchemaError(missing_not_null(t, missing, d))
+
     def collect_garbage(self, state: LakeState, keep: int = 2) -> None:
         """Remove base versions older than the newest `keep` of each table (never the current one)."""
         for table, current in state.versions.items():
@@ -328,6 +338,20 @@ def parquet_rows(folder: Path | None) -> int:
     if folder is None:
         return 0
     return sum(pq.ParquetFile(f).metadata.num_rows for f in Path(folder).glob("*.parquet"))
+
+
+def missing_not_null(table, missing, folder) -> str:
+    names = ", ".join(f"{table.name}.{c.name}" for c in missing if not c.nullable)
+    return (f"sql/schema.sql declares {names} NOT NULL, but the lake's base of {table.name} ({folder}) was written "
+            f"before the column was declared, so its rows have no value for it; declare it without NOT NULL "
+            f"(the rows already in the lake read NULL) and rerun")
+
+
+def parquet_columns(files) -> set[str]:
+    """The column names (lower case) of a base version's Parquet files, from the first file's footer
+    (apply-base writes every file of a version with one schema)."""
+    files = list(files)
+    return {n.lower() for n in pq.read_schema(files[0]).names} if files else set()
 
 
 def check_batch_id(batch: str) -> None:

@@ -21,8 +21,8 @@ from lattice import types
 from lattice.emit import rel
 from lattice.ir import FunctionalDependency, Plan, Table
 from lattice.sql import ident
-from runtime.errors import BadChangeBatch
-from runtime.lake import Lake, LakeState
+from runtime.errors import BadChangeBatch, SchemaError
+from runtime.lake import Lake, LakeState, missing_not_null
 from runtime.night import BatchInfo
 
 OP = "_op"
@@ -48,10 +48,20 @@ def typed(df: DataFrame, table: Table) -> DataFrame:
 
 
 def read_base(spark: SparkSession, lake: Lake, table: Table, state: LakeState) -> DataFrame:
+    """The table at the lake's state, with its declared columns and types. A column declared after the
+    lake's version was written (sql/schema.sql evolves, issue 20) reads as NULL in the rows already
+    there; a NOT NULL one cannot, and is refused naming it."""
     d = lake.current_base_dir(table.name, state)
     if d is None:
         return empty_frame(spark, table)
-    return typed(spark.read.parquet(str(d)), table)
+    df = spark.read.parquet(str(d))
+    present = {c.lower() for c in df.columns}
+    missing = [c for c in table.columns if c.name.lower() not in present]
+    if any(not c.nullable for c in missing):
+        raise SchemaError(missing_not_null(table, missing, d))
+    if missing:
+        df = df.select("*", *[F.lit(None).alias(c.name) for c in missing])
+    return typed(df, table)
 
 
 def register_base(spark: SparkSession, lake: Lake, plan: Plan, state: LakeState) -> None:

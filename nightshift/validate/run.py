@@ -17,12 +17,12 @@ from great_expectations.core.run_identifier import RunIdentifier
 from great_expectations.data_context.types.base import DataContextConfig, InMemoryStoreBackendDefaults, ProgressBarsConfig
 
 from lattice.ir import Plan
-from lattice.sql import duckdb_read_parquet
+from lattice.sql import base_select_list, duckdb_read_parquet
 from lattice.sql import ident as q
 from nightshift import expectations as ex
 from nightshift.gx_duckdb import gx_url  # registers duckdb+autocommit before GX builds engines
 from nightshift.validate.report import DEFAULT_KEEP_RESULTS, DOCS_HISTORY, Finding
-from runtime.lake import Lake, LakeState
+from runtime.lake import Lake, LakeState, parquet_columns
 from warehouse.dialects import copy_parquet
 from warehouse.store import LedgerRow, Warehouse
 
@@ -46,13 +46,15 @@ def stage_dimensions(engine: sa.Engine, dialect, dims: dict[str, tuple[list[Path
         for table, (files, columns) in dims.items():
             name = ex.dimension_relation(table)  # unquoted: both sides fold it the same way
             if dialect.name == "duckdb" and files:
-                cols = ", ".join(f"CAST({q(c)} AS {t}) AS {q(c)}" for c, t in columns)
+                cols = base_select_list(columns, parquet_columns(files), cast=True)
                 dialect.run(conn, f"CREATE TEMP TABLE {name} AS SELECT {cols} FROM {duckdb_read_parquet(files)}")
                 continue
             cols = ", ".join(f"{q(c)} {dialect.column_type(t)}" for c, t in columns)
             dialect.run(conn, f"CREATE TEMP TABLE {name} ({cols})")
-            if files:
-                copy_parquet(conn, name, files, [(c, c, t) for c, t in columns], dialect.COPY_BATCH_ROWS, quoted_table=True)
+            if files:  # a column declared after the lake's version was written stays NULL (as read_base reads it)
+                present = parquet_columns(files)
+                copy_parquet(conn, name, files, [(c, c, t) for c, t in columns if c.lower() in present],
+                             dialect.COPY_BATCH_ROWS, quoted_table=True)
         conn.commit()
 
 
