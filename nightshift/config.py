@@ -57,6 +57,26 @@ class Project:
     options: Options = Options()  # the method's switches ([refresh] new_keys and NIGHTSHIFT_* flags), read once
     maintain: tuple[tuple[str, str], ...] = ()  # [views] name = "auto" | "incremental" | "recompute" | "auxiliary"
     aggregates: tuple[UserAggregate, ...] = ()  # [aggregates] name = { sql = "...", type = "DOUBLE" }
+    partition_by: tuple[tuple[str, str], ...] = ()  # [lake] partition_by = { pos = "date" }: months of a date column
+
+    @cached_property
+    def partitions(self) -> dict[str, str]:
+        """table -> the DATE or TIMESTAMP column whose months lay out its lake base (issue 21): apply-base
+        rewrites only the months a batch touches, and the delete checks read only those."""
+        out = {}
+        for table, col in self.partition_by:
+            t = self.plan.schema.table(table)
+            where = f"{self.root / 'nightshift.toml'}: [lake] partition_by {table} = {col!r}"
+            if t is None or t.view is not None:
+                raise ConfigError(f"{where}: no table {table} in sql/schema.sql")
+            c = t.column(col)
+            if c is None:
+                raise ConfigError(f"{where}: table {t.name} has no column {col} (it has {', '.join(t.column_names)})")
+            if not c.type.upper().startswith(("DATE", "TIMESTAMP")):
+                raise ConfigError(f"{where}: {t.name}.{c.name} is {c.type}; partitions are months of a DATE or "
+                                  f"TIMESTAMP column")
+            out[t.name] = c.name
+        return out
 
     @property
     def name(self) -> str:
@@ -114,7 +134,15 @@ def load_project(root: str | Path) -> Project:
         options=Options.read(os.environ, _names(data.get("refresh", {}), "new_keys", toml_file)),
         maintain=_maintain(data.get("views", {}), toml_file),
         aggregates=_aggregates(data.get("aggregates", {}), toml_file),
+        partition_by=_partition_by(data.get("lake", {}).get("partition_by", {}), toml_file),
     )
+
+
+def _partition_by(section, file: Path) -> tuple[tuple[str, str], ...]:
+    if not isinstance(section, dict) or not all(isinstance(v, str) for v in section.values()):
+        raise ConfigError(f'{file}: [lake] partition_by must be a table of table = "date column", e.g. '
+                          f'partition_by = {{ pos = "date" }}, got {section!r}')
+    return tuple(section.items())
 
 
 def _aggregates(section: dict, file: Path) -> tuple[UserAggregate, ...]:

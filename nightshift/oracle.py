@@ -61,8 +61,7 @@ def duckdb_base(lake: Lake, schema: Schema, state: LakeState | None = None, data
     state = state or lake.state()
     con = duckdb.connect(database)
     for t in schema.base_tables:
-        d = lake.current_base_dir(t.name, state)
-        files = sorted(Path(d).glob("*.parquet")) if d is not None else []
+        files = lake.base_files(t.name, state)
         if files:
             cols = base_select_list([(c.name, c.type) for c in t.columns], parquet_columns(files))
             con.execute(f"CREATE VIEW {ident(t.name)} AS SELECT {cols} FROM {duckdb_read_parquet(files)}")

@@ -2,6 +2,8 @@
 
     lake/changes/<table>/batch_id=<ID>/*.parquet     change batches (the contract)
     lake/base/<table>/v-<ID>/*.parquet              base table versions, one per applied batch
+    lake/base/<table>/v-<ID>/__ns_part=YYYY-MM/*.parquet   ... of a table laid out by month ([lake]
+                                                    partition_by; _partition.json names the column)
     lake/base/_state.json                           which version of every table is current and
                                                     which batches are applied; replaced atomically
     lake/deltas/batch_id=<ID>/part=<i>/*.parquet    summary-deltas written by propagate (view i of the
@@ -290,12 +292,17 @@ class Lake:
         v = state.versions.get(table)
         return self.base_version_dir(table, v) if v else None
 
+    def base_files(self, table: str, state: LakeState | None = None) -> list[Path]:
+        """The Parquet files of a table's current base version (in its month folders when partitioned)."""
+        d = self.current_base_dir(table, state)
+        return sorted(d.rglob("*.parquet")) if d is not None else []
+
     def check_columns(self, schema, state: LakeState | None = None) -> None:
         """Refuse a NOT NULL column declared after the current base version of its table was written: those
         rows have no value for it (a nullable one reads NULL, spark_jobs.changes.read_base)."""
         for t in schema.base_tables:
             d = self.current_base_dir(t.name, state)
-            present = parquet_columns(sorted(d.glob("*.parquet"))) if d is not None else set()
+            present = parquet_columns(self.base_files(t.name, state))
             missing = [c for c in t.columns if c.name.lower() not in present]
             if present and any(not c.nullable for c in missing):
                 raise SchemaError(missing_not_null(t, missing, d))
@@ -334,10 +341,63 @@ def _write_json(p: Path, data: dict) -> None:
 
 
 def parquet_rows(folder: Path | None) -> int:
-    """Row count of a folder of Parquet files from their footers (no Spark job); 0 for no folder."""
+    """Row count of a folder of Parquet files (and its month folders) from their footers (no Spark job);
+    0 for no folder."""
     if folder is None:
         return 0
-    return sum(pq.ParquetFile(f).metadata.num_rows for f in Path(folder).glob("*.parquet"))
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in Path(folder).rglob("*.parquet"))
+
+
+# ---------------------------------------------------------------- partitioned base versions (issue 21)
+# A partitioned table's version folder holds one folder per month of its partition column,
+# __ns_part=YYYY-MM (Hive style, so Spark reads the value back; rows whose column is NULL in
+# __ns_part=__HIVE_DEFAULT_PARTITION__), and _partition.json naming the column. apply-base rewrites the
+# months a batch touches and hard-links the files of the others from the previous version.
+PART = "__ns_part"
+NULL_PART = "__HIVE_DEFAULT_PARTITION__"
+PARTITION_FILE = "_partition.json"
+
+
+def partition_column(folder: Path | None) -> str | None:
+    """The column a base version is partitioned by (months), None for an unpartitioned one."""
+    data = _read_json(Path(folder) / PARTITION_FILE) if folder is not None else None
+    return data.get("column") if data else None
+
+
+def partition_folder(folder: Path, month: str | None) -> Path:
+    """The folder of one month ('2024-01'; None: the rows whose partition column is NULL)."""
+    return Path(folder) / f"{PART}={NULL_PART if month is None else month}"
+
+
+def partition_months(folder: Path) -> dict[str | None, Path]:
+    """month -> its folder, for every month a partitioned version holds."""
+    out = {}
+    for d in sorted(Path(folder).glob(f"{PART}=*")):
+        value = d.name.split("=", 1)[1]
+        out[None if value == NULL_PART else value] = d
+    return out
+
+
+def write_partition_column(folder: Path, column: str) -> None:
+    _write_json(Path(folder) / PARTITION_FILE, {"column": column, "by": "month"})
+
+
+def link_folder(src: Path, dst: Path) -> int:
+    """Hard-link every file of `src` into `dst` (created): an untouched month enters the new version
+    without a copy; removing the old version later leaves the data. Returns the files linked."""
+    dst.mkdir(parents=True, exist_ok=True)
+    n = 0
+    for f in src.iterdir():
+        if f.is_file():
+            target = dst / f.name
+            if target.exists():
+                target.unlink()
+            try:
+                os.link(f, target)
+            except OSError:  # another file system: copy
+                shutil.copy2(f, target)
+            n += 1
+    return n
 
 
 def missing_not_null(table, missing, folder) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import time
+from pathlib import Path
 from typing import Callable
 
 from pyspark.sql import DataFrame, SparkSession
@@ -19,9 +20,10 @@ from lattice.ir import Plan, Table
 from lattice.sql import ident
 from runtime.errors import BatchOrderError
 from runtime.faults import checkpoint
-from runtime.lake import Lake, LakeState, parquet_rows
+from runtime.lake import (PART, Lake, LakeState, link_folder, parquet_rows, partition_column, partition_folder,
+                          partition_months, write_partition_column)
 from runtime.night import BatchInfo
-from spark_jobs.changes import load_batch, read_base
+from spark_jobs.changes import load_batch, month_of, months, read_base, read_months
 from spark_jobs.nested import next_copy, read_copy
 
 
@@ -33,7 +35,9 @@ def apply_base(
     state: LakeState,
     info: BatchInfo | None = None,
     progress: Callable[[str], None] = lambda _: None,
+    partitions: dict[str, str] | None = None,
 ) -> dict:
+    """`partitions`: table -> the date column whose months lay its base out ([lake] partition_by)."""
     t0 = time.perf_counter()
     if info is None:
         info = load_batch(spark, lake, plan, batch, state)
@@ -43,13 +47,19 @@ def apply_base(
         if table.name not in info.changed:
             continue
         version = f"v-{batch}"
-        new = _apply(spark, table, read_base(spark, lake, table, state), info)
         out = lake.base_version_dir(table.name, version)
-        rows = parquet_rows(lake.current_base_dir(table.name, state)) + info.inserted[table.name] - info.deleted[table.name]
-        new.coalesce(max(1, math.ceil(rows / ROWS_PER_FILE))).write.mode("overwrite").parquet(str(out))
-        versions[table.name] = version
         counts[table.name] = {"inserted": info.inserted[table.name], "deleted": info.deleted[table.name]}
-        progress(f"apply-base {batch}: {table.name} written (+{info.inserted[table.name]}/-{info.deleted[table.name]})")
+        by = (partitions or {}).get(table.name)
+        if by is not None:
+            counts[table.name] |= _write_months(spark, lake, table, state, info, by, out)
+        else:
+            new = _apply(spark, table, read_base(spark, lake, table, state), info)
+            rows = parquet_rows(lake.current_base_dir(table.name, state)) + info.inserted[table.name] - info.deleted[table.name]
+            new.coalesce(max(1, math.ceil(rows / ROWS_PER_FILE))).write.mode("overwrite").parquet(str(out))
+        versions[table.name] = version
+        progress(f"apply-base {batch}: {table.name} written (+{info.inserted[table.name]}/-{info.deleted[table.name]}"
+                 + (f"; months rewritten {counts[table.name]['months_rewritten']}, linked "
+                    f"{counts[table.name]['months_linked']}" if by is not None else "") + ")")
         checkpoint(f"apply-base:after_table:{table.name}")
     for view in plan.copied_views:  # the lake copies of views switch with the base (paper 000)
         version = f"v-{batch}"
@@ -69,6 +79,29 @@ def apply_base(
 
 
 ROWS_PER_FILE = 4_000_000
+
+
+def _write_months(spark: SparkSession, lake: Lake, table: Table, state: LakeState, info: BatchInfo, by: str,
+                  out: Path) -> dict:
+    """The new version of a partitioned table (issue 21): the months the batch touches are read, changed
+    and written (one folder each); every other month's files are hard-linked from the current version,
+    so a night rewrites only what it touched. The first partitioned version (the current one is not
+    partitioned by `by`) writes every month."""
+    current = lake.current_base_dir(table.name, state)
+    changes = spark.table(rel('ins', table.name)).unionByName(spark.table(rel('del', table.name)))
+    touched = months(changes, by)
+    laid_out = current is not None and partition_column(current) == by
+    old = read_months(spark, lake, table, state, touched) if laid_out else read_base(spark, lake, table, state)
+    new = _apply(spark, table, old, info).withColumn(PART, month_of(by))
+    new.repartition(PART).write.partitionBy(PART).mode("overwrite").parquet(str(out))
+    linked = 0
+    if laid_out:
+        for month, folder in partition_months(current).items():
+            if month not in touched:
+                link_folder(folder, partition_folder(out, month))
+                linked += 1
+    write_partition_column(out, by)
+    return {"months_rewritten": len(touched) if laid_out else len(partition_months(out)), "months_linked": linked}
 
 
 def _apply(spark: SparkSession, table: Table, old: DataFrame, info: BatchInfo) -> DataFrame:

@@ -22,7 +22,7 @@ from lattice.emit import rel
 from lattice.ir import FunctionalDependency, Plan, Table
 from lattice.sql import ident
 from runtime.errors import BadChangeBatch, SchemaError
-from runtime.lake import Lake, LakeState, missing_not_null
+from runtime.lake import Lake, LakeState, missing_not_null, partition_column, partition_folder
 from runtime.night import BatchInfo
 
 OP = "_op"
@@ -54,7 +54,34 @@ def read_base(spark: SparkSession, lake: Lake, table: Table, state: LakeState) -
     d = lake.current_base_dir(table.name, state)
     if d is None:
         return empty_frame(spark, table)
-    df = spark.read.parquet(str(d))
+    return _typed_base(spark.read.parquet(str(d)), table, d)
+
+
+def month_of(name: str):
+    """A row's partition: the month of its partition column ('2024-01', NULL for NULL), as runtime.lake
+    lays a partitioned base out."""
+    return F.date_format(column(name), "yyyy-MM")
+
+
+def months(df: DataFrame, name: str) -> list[str | None]:
+    """The months of `name` among the rows of `df` (a batch's changes: small)."""
+    return sorted((r[0] for r in df.select(month_of(name)).distinct().collect()), key=lambda m: m or "")
+
+
+def read_months(spark: SparkSession, lake: Lake, table: Table, state: LakeState, wanted) -> DataFrame:
+    """The rows of the table's base in these months only: Spark lists just their folders (issue 21's
+    pruning, visible as the scan's location in the plan). The whole table when its current version is
+    not partitioned."""
+    d = lake.current_base_dir(table.name, state)
+    if d is None or partition_column(d) is None:
+        return read_base(spark, lake, table, state)
+    folders = [str(f) for m in wanted if (f := partition_folder(d, m)).is_dir()]
+    if not folders:
+        return empty_frame(spark, table)
+    return _typed_base(spark.read.option("basePath", str(d)).parquet(*folders), table, d)
+
+
+def _typed_base(df: DataFrame, table: Table, d) -> DataFrame:
     present = {c.lower() for c in df.columns}
     missing = [c for c in table.columns if c.name.lower() not in present]
     if any(not c.nullable for c in missing):
@@ -104,7 +131,7 @@ def load_batch(spark: SparkSession, lake: Lake, plan: Plan, batch: str, state: L
     checks: list[Check] = []
     for t in plan.schema.base_tables:
         if info.deleted[t.name]:
-            checks.append(_deletes_exist(t, batch))
+            checks.append(_deletes_exist(t, batch, _delete_candidates(spark, lake, t, state)))
         if t.primary_key and t.name in info.changed:
             checks.append(_primary_key(t, batch))
         checks.extend(_foreign_keys(t, info))
@@ -243,14 +270,27 @@ def _nullsafe_on(cols: list[str], a: str, b: str) -> str:
     return " AND ".join(f"{a}.{_q(c)} <=> {b}.{_q(c)}" for c in cols)
 
 
-def _deletes_exist(table: Table, batch: str) -> Check:
-    """Bag semantics: each deleted row image must match a distinct existing row of the base."""
+def _delete_candidates(spark: SparkSession, lake: Lake, table: Table, state: LakeState) -> str:
+    """The relation a delete check matches the batch's deleted rows against: the whole base, or for a
+    partitioned one (issue 21) only the months of the deleted rows, __ns_oldm_<t> (a deleted row can only
+    match a row of its own month)."""
+    by = partition_column(lake.current_base_dir(table.name, state))
+    if by is None:
+        return rel('old', table.name)
+    wanted = months(spark.table(rel('del', table.name)), by)
+    read_months(spark, lake, table, state, wanted).createOrReplaceTempView(rel('oldm', table.name))
+    return rel('oldm', table.name)
+
+
+def _deletes_exist(table: Table, batch: str, base: str) -> Check:
+    """Bag semantics: each deleted row image must match a distinct existing row of the base (`base`: the
+    relation holding every row a deleted row may match)."""
     cols = list(table.column_names)
     col_list = ", ".join(_q(c) for c in cols)
     sql = f"""
         WITH d AS (SELECT {col_list}, COUNT(*) AS n FROM {rel('del', table.name)} GROUP BY {col_list}),
              o AS (SELECT {', '.join(f'b.{_q(c)}' for c in cols)}, COUNT(*) AS m
-                   FROM {rel('old', table.name)} b LEFT SEMI JOIN d ON {_nullsafe_on(cols, 'b', 'd')}
+                   FROM {base} b LEFT SEMI JOIN d ON {_nullsafe_on(cols, 'b', 'd')}
                    GROUP BY {', '.join(f'b.{_q(c)}' for c in cols)})
         SELECT d.*, COALESCE(o.m, 0) AS m FROM d LEFT JOIN o ON {_nullsafe_on(cols, 'd', 'o')}
         WHERE COALESCE(o.m, 0) < d.n"""

@@ -32,8 +32,7 @@ def dimension_files(plan: Plan, lake: Lake, state: LakeState, rollups) -> dict[s
     """table -> (the current base's Parquet files, the (column, type)s the rollup checks read)."""
     out = {}
     for table, columns in ex.dimensions_needed(rollups, plan.schema).items():
-        d = lake.current_base_dir(table, state)
-        out[table] = (sorted(Path(d).glob("*.parquet")) if d is not None else [], columns)
+        out[table] = (lake.base_files(table, state), columns)
     return out
 
 
