@@ -23,7 +23,7 @@ from sqlglot import exp
 from lattice import emit
 from lattice.errors import ConfigError, NotIncremental, UnsupportedView
 from lattice.ir import MAINTAIN, FunctionalDependency, Plan, Schema, UserAggregate, View
-from lattice.passes.auxiliary import extremes_through_auxiliary, split, without_distinct
+from lattice.passes.auxiliary import through_map, extremes_through_auxiliary, split, without_distinct
 from lattice.passes.functions import check_functions, nondeterministic
 from lattice.passes.nested import with_view_tables
 from lattice.passes.normalize import normalize
@@ -83,6 +83,8 @@ def compile_view(statement: ViewStatement, schema: Schema, names: frozenset[str]
     check_functions(statement.query, where, frozenset(a.name.lower() for a in aggregates))
     if maintain == "auxiliary":
         return _extremes_through_auxiliary(statement, schema, names, aggregates, where)
+    if maintain == "map":
+        return _through_map(statement, schema, names, where)
     try:
         view = normalize(parse_view(statement, schema, names, aggregates))
     except NotIncremental as e:
@@ -127,6 +129,45 @@ def _extremes_through_auxiliary(statement: ViewStatement, schema: Schema, names:
         f'"auxiliary", paper 002): a group whose extreme is deleted is recomputed from its lake copy, never from '
         f'the base'))
     return view, aux
+
+
+def _through_map(statement: ViewStatement, schema: Schema, names: frozenset[str], where: str
+                 ) -> tuple[View, tuple[View, ...]]:
+    """[views] <name> = "map": the view kept over a higher-order delta map of its fact table (issue 21,
+    Cumulus; lattice/passes/auxiliary.py: through_map), so that a night changing a dimension joins the
+    changed rows with the map's lake copy, never with the fact table; refused, with the reason, where
+    that does not apply."""
+    def refuse(why: str) -> UnsupportedView:
+        return UnsupportedView(f'{where}: nightshift.toml [views] {statement.name} = "map" keeps the view over a map '
+                               f'of its fact table grouped by the fact columns it reads, which {why}; remove the setting '
+                               f'for this view')
+
+    try:
+        view = normalize(parse_view(statement, schema, names))
+    except UnsupportedView as e:  # NotIncremental too
+        raise refuse(f"needs a view the delta mode keeps ({e})") from None
+    if schema.table(view.fact).view is not None:
+        raise refuse(f"needs a base fact table ({view.fact} is a summary view)")
+    if not view.dimensions:
+        raise refuse("saves nothing for a view that joins no dimension table")
+    others = frozenset(c.name.lower() for t in view.dimensions for c in schema.table(t).columns)
+    parts = through_map(statement, view.fact, schema.table(view.fact).column_names, others)
+    if parts is None:
+        raise refuse("needs GROUP BY and COUNT, SUM, MIN or MAX of fact columns only (no AVG, DISTINCT or holistic "
+                     "aggregate, no aggregate of a dimension column, no unqualified column name two tables share)")
+    try:
+        aux = normalize(parse_view(parts.auxiliary, schema, names))
+        outer = normalize(parse_view(parts.outer, with_view_tables(schema, [aux]), names | {aux.name.lower()}))
+    except UnsupportedView as e:
+        raise refuse(f"could not be kept here ({e})") from None
+    why = "; ".join(f"{c}: {w}" for c, w in parts.columns)
+    aux = replace(aux, reason=f"higher-order delta map of {statement.name} (issue 21, Cumulus): {view.fact} grouped by "
+                              f"the fact columns the view reads; columns {why}")
+    view = replace(outer, sql=statement.query.sql(), mode="auxiliary", maintain="map", reads=(aux.name,), reason=(
+        f"kept over the map {aux.name} (nightshift.toml [views] {statement.name} = \"map\", issue 21): the fact's "
+        f"changes reach it through the map, and a change of {', '.join(view.dimensions)} joins the map's lake copy, "
+        f"never {view.fact}"))
+    return view, (aux,)
 
 
 def _without_distinct(statement: ViewStatement, schema: Schema, names: frozenset[str]) -> View | None:

@@ -170,7 +170,7 @@ class Output:
 
 
 MODES = ("delta", "auxiliary", "nested", "recompute")  # how a view is kept (DESIGN.md: "four modes")
-MAINTAIN = ("auto", "incremental", "recompute", "auxiliary")  # nightshift.toml [views] <name> = ...
+MAINTAIN = ("auto", "incremental", "recompute", "auxiliary", "map")  # nightshift.toml [views] <name> = ...
 
 
 @dataclass(frozen=True)
@@ -191,7 +191,8 @@ class View:
     mode: str = "delta"  # MODES: how the plan keeps the view
     reason: str = ""  # why that mode (the construct that no incremental rule covers, and where)
     # MAINTAIN: [views] in nightshift.toml (incremental: never recompute; recompute: always; auxiliary: MIN/MAX
-    # through an auxiliary view, so a deleted extreme is recomputed from it, never from the base)
+    # through an auxiliary view, so a deleted extreme is recomputed from it, never from the base; map: over a
+    # higher-order delta map of its fact table, so a dimension change never reads the fact table)
     maintain: str = "auto"
     reads: tuple[str, ...] = ()  # the summary views its SQL reads (a view over views; recompute mode inlines them)
 

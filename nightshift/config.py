@@ -55,7 +55,7 @@ class Project:
     settings: dict
     warehouse_conn_id: str = ""  # [warehouse] airflow_conn_id: DAG tasks take the URL from this Airflow connection
     options: Options = Options()  # the method's switches ([refresh] new_keys and NIGHTSHIFT_* flags), read once
-    maintain: tuple[tuple[str, str], ...] = ()  # [views] name = "auto" | "incremental" | "recompute" | "auxiliary"
+    maintain: tuple[tuple[str, str], ...] = ()  # [views] name = "auto" | "incremental" | "recompute" | "auxiliary" | "map"
     aggregates: tuple[UserAggregate, ...] = ()  # [aggregates] name = { sql = "...", type = "DOUBLE" }
     partition_by: tuple[tuple[str, str], ...] = ()  # [lake] partition_by = { pos = "date" }: months of a date column
 

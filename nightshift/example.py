@@ -34,7 +34,7 @@ name = "{name}"
 path = "lake"
 # lay a fact table out by month of a date column: a night rewrites and delete-checks only the months
 # its batch touches (README: "apply-base")
-# partition_by = { pos = "date" }
+# partition_by = {{ pos = "date" }}
 
 [warehouse]
 # DuckDB file (embedded default); for PostgreSQL: postgresql+psycopg://user@host:5432/db

@@ -134,7 +134,7 @@ def load_batch(spark: SparkSession, lake: Lake, plan: Plan, batch: str, state: L
             checks.append(_deletes_exist(t, batch, _delete_candidates(spark, lake, t, state)))
         if t.primary_key and t.name in info.changed:
             checks.append(_primary_key(t, batch))
-        checks.extend(_foreign_keys(t, info))
+        checks.extend(_foreign_keys(spark, t, info))
     changed = {t.lower() for t in info.changed}
     checks.extend(_dependency_holds(fd, batch) for fd in plan.dependencies if fd.table.lower() in changed)
     _run_checks(spark, checks)
@@ -349,9 +349,11 @@ def _dependency_holds(fd: FunctionalDependency, batch: str) -> Check:
                  f"GROUP BY {lhs} HAVING COUNT(*) > 1", error)
 
 
-def _foreign_keys(table: Table, info: BatchInfo) -> list[Check]:
+def _foreign_keys(spark: SparkSession, table: Table, info: BatchInfo) -> list[Check]:
     """Rows inserted into `table` must find their parent after the batch; parent rows deleted for good
-    must not be referenced by what remains."""
+    must not be referenced by what remains. A parent deleted and inserted again with its key (a store
+    moving city) is not gone: only when some key is gone for good (one small query over the parent's
+    changes) are the referencing rows read, and then only those with a gone key are reported."""
     checks = []
     for fk in table.foreign_keys:
         parent = fk.ref_table
@@ -376,8 +378,13 @@ def _foreign_keys(table: Table, info: BatchInfo) -> list[Check]:
             sql = f"SELECT c.* FROM {rel('ins', table.name)} c LEFT ANTI JOIN {rel('new', parent)} p ON {on} WHERE {notnull}"
             checks.append(Check(sql, orphan))
         if info.deleted[parent]:
-            sql = f"SELECT c.* FROM {rel('new', table.name)} c LEFT ANTI JOIN {rel('new', parent)} p ON {on} WHERE {notnull}"
-            checks.append(Check(sql, gone))
+            keys = ", ".join(f"d.{_q(b)}" for b in fk.ref_columns)
+            same = " AND ".join(f"d.{_q(b)} <=> p.{_q(b)}" for b in fk.ref_columns)
+            lost = f"SELECT DISTINCT {keys} FROM {rel('del', parent)} d LEFT ANTI JOIN {rel('new', parent)} p ON {same}"
+            if spark.sql(lost).limit(1).count():
+                on_lost = " AND ".join(f"c.{_q(a)} = p.{_q(b)}" for a, b in zip(fk.columns, fk.ref_columns))
+                sql = f"SELECT c.* FROM {rel('new', table.name)} c LEFT SEMI JOIN ({lost}) p ON {on_lost}"
+                checks.append(Check(sql, gone))
     return checks
 
 

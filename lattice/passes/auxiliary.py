@@ -248,3 +248,113 @@ def _outer_aggregate(node: exp.Expression, argument: exp.Expression, partials: d
         items.append(exp.alias_(exp.func(inner, node.this.copy()), partials[key]))
         columns.append((partials[key], f"{inner}({node.this.sql()}) per value, for {node.sql()}"))
     return exp.func(outer, exp.column(partials[key]))
+
+
+_MAP_PARTIAL = {exp.Count: ("c", "COUNT", "SUM"), exp.Sum: ("s", "SUM", "SUM"), exp.Min: ("lo", "MIN", "MIN"),
+                exp.Max: ("hi", "MAX", "MAX")}
+
+
+def through_map(statement: ViewStatement, fact: str, fact_columns: tuple[str, ...], other_columns: frozenset[str]
+                ) -> Split | None:
+    """The view over a higher-order delta map (issue 21, Cumulus): its fact table grouped by every fact
+    column the view reads outside an aggregate (foreign keys, fact-side group keys and filter columns),
+    with the partial aggregates its aggregates need,
+
+        M = SELECT <those columns>, COUNT(*) AS ns_m, SUM(x) AS ns_s1, ... FROM <fact> GROUP BY <those columns>
+
+    and the view the same query with the fact table replaced by M under the fact's name or alias:
+    COUNT(*) -> SUM(ns_m), COUNT/SUM(x) -> SUM(partial), MIN/MAX(x) -> MIN/MAX(partial). M is kept in
+    the lake (like an auxiliary view: delta mode, from the fact's changes only, no dimension joins); the
+    view is kept over it as a nested view, so a dimension change joins the changed dimension rows with M's
+    lake copy instead of the fact table. None when the rewrite does not cover the view: no GROUP BY, an
+    aggregate reading a dimension column, AVG, DISTINCT or holistic aggregates, a fact column name that
+    another table of the view has too (unqualified), the fact table twice.
+
+    fact_columns: the fact table's declared columns; other_columns: the columns (lower case) of the
+    other tables the view reads."""
+    query = statement.query.copy()  # rewritten in place below
+    if not isinstance(query, exp.Select) or query.args.get("distinct") or query.args.get("order") \
+            or query.args.get("limit") or query.args.get("with_") or query.args.get("with") \
+            or not query.args.get("group"):
+        return None
+    facts = [t for t in query.find_all(exp.Table) if t.name.lower() == fact.lower()]
+    if len(facts) != 1:
+        return None
+    alias = facts[0].alias_or_name
+    declared = {c.lower(): c for c in fact_columns}
+
+    def of_fact(col: exp.Column) -> bool:
+        if col.table:
+            return col.table.lower() == alias.lower()
+        name = col.name.lower()
+        if name in declared and name in other_columns:
+            raise _NotCovered()  # which table's? leave the view as it is
+        return name in declared
+
+    aggregates = [a for a in query.find_all(exp.AggFunc, exp.WithinGroup, exp.Anonymous)
+                  if not any(isinstance(p, (exp.AggFunc, exp.WithinGroup)) for p in _ancestors(a))]
+    inside = {id(n) for a in aggregates for n in a.walk()}
+    keep: dict[str, str] = {}  # the map's group columns: lower -> declared name
+    try:
+        for col in query.find_all(exp.Column):
+            if id(col) not in inside and of_fact(col):
+                keep.setdefault(col.name.lower(), declared[col.name.lower()])
+        for a in aggregates:
+            if type(a) not in _MAP_PARTIAL or _multiset_argument(a) is not None or isinstance(a.this, exp.Distinct):
+                raise _NotCovered()
+            if a.this is not None and not isinstance(a.this, exp.Star) \
+                    and not all(of_fact(c) for c in a.this.find_all(exp.Column)):
+                raise _NotCovered()  # an aggregate of a dimension column: no partial of the fact alone
+    except _NotCovered:
+        return None
+    taken = set(declared)
+
+    def fresh(base: str) -> str:
+        name = base
+        while name.lower() in taken:
+            name = "_" + name
+        taken.add(name.lower())
+        return name
+
+    count = fresh("ns_m")
+    items = [exp.alias_(exp.column(exp.to_identifier(c), table=exp.to_identifier(alias)), exp.to_identifier(c))
+             for c in keep.values()]
+    columns = [(c, "a column of the fact the view reads outside its aggregates (a key, a foreign key, a filter)")
+               for c in keep.values()]
+    items.append(exp.alias_(exp.Count(this=exp.Star()), count))
+    columns.append((count, "the rows of the fact with these values"))
+    partials: dict[tuple[str, str], str] = {}
+
+    def rewrite(node: exp.Expression) -> exp.Expression:
+        if not isinstance(node, exp.AggFunc) or not any(node is a for a in aggregates):
+            return node
+        if isinstance(node, exp.Count) and (node.this is None or isinstance(node.this, exp.Star)):
+            return exp.func("SUM", exp.column(count))
+        prefix, inner, outer = _MAP_PARTIAL[type(node)]
+        key = (inner, node.this.sql())
+        if key not in partials:
+            partials[key] = fresh(f"ns_{prefix}{len(partials) + 1}")
+            items.append(exp.alias_(exp.func(inner, node.this.copy()), partials[key]))
+            columns.append((partials[key], f"{inner}({node.this.sql()}), for {node.sql()}"))
+        return exp.func(outer, exp.column(partials[key]))
+
+    name = auxiliary_name(statement.name)
+    outer = query.transform(rewrite, copy=False)
+    for t in outer.find_all(exp.Table):
+        if t.name.lower() == fact.lower():
+            t.replace(exp.to_table(name).as_(alias))
+    fact_table = exp.to_table(fact).as_(alias) if alias.lower() != fact.lower() else exp.to_table(fact)
+    groups = [exp.column(exp.to_identifier(c), table=exp.to_identifier(alias)) for c in keep.values()]
+    mapped = exp.select(*items).from_(fact_table)
+    if groups:
+        mapped = mapped.group_by(*groups)
+    return Split(ViewStatement(name, statement.file, (), mapped, ()),
+                 ViewStatement(statement.name, statement.file, statement.columns, outer, statement.quoted),
+                 "", False, tuple(columns))
+
+
+def _ancestors(node: exp.Expression):
+    p = node.parent
+    while p is not None:
+        yield p
+        p = p.parent
