@@ -57,6 +57,7 @@ def _propagate(spark: SparkSession, plan: Plan, lake: Lake, batch: str, state: L
         return _propagate_level(spark, plan, lake, night, level, progress, t0, state, meter)
     raw: dict[str, DataFrame] = {}
     final: dict[str, DataFrame] = {}
+    copied = {c.view for c in night.copies}
     frames = []
     for k in range(len(night.levels)):  # in level order: a nested view's change set needs its inner view's delta
         _copies(spark, plan, lake, night, state, k, lambda v: final[v])
@@ -64,12 +65,20 @@ def _propagate(spark: SparkSession, plan: Plan, lake: Lake, batch: str, state: L
         raw.update(along_lattice(spark, plan, night, {n.node for n in night.nodes_of_level(k)}, known=raw))
         for step, view in zip(night.views, plan.lake_views):
             if step.level == k:
-                frames.append((step, view, _view_frame(spark, plan, view, step, night.changed, raw)))
-                final[view.name] = frames[-1][2]
+                frame = _view_frame(spark, plan, view, step, night.changed, raw)
+                if view.name in copied and step.level < len(night.levels) - 1:
+                    # a later level's copy update computes it before _write_together writes it: once, not
+                    # twice (its exact MIN/MAX may scan the base)
+                    frame = frame.persist()
+                frames.append((step, view, frame))
+                final[view.name] = frame
     frames.sort(key=lambda f: f[0].part)
     out = lake.delta_root(batch)
     t1 = time.perf_counter()
     _write_together(frames, out)
+    for frame in final.values():
+        if frame.is_cached:
+            frame.unpersist()
     # the copies of last-level views follow their summary-deltas as written (not computed a second time)
     _copies(spark, plan, lake, night, state, len(night.levels), lambda v: _stored_delta(spark, plan, lake, night, v))
     progress(f"propagate {batch}: {len(frames)} summary-deltas computed and written in {time.perf_counter() - t1:.1f}s")
