@@ -281,9 +281,12 @@ def test_dag_keeps_every_mode_through_an_airflow_connection_and_stops_at_an_unap
     b = init_project(project, "retail", rows=3000, nights=2)
     for name, sql in EVERY_MODE.items():
         (project / "sql" / "summaries" / f"{name}.sql").write_text(sql + "\n")
+    toml = project / "nightshift.toml"  # issue 21: pos laid out by month, sCD_sales over a map of pos
+    toml.write_text(toml.read_text().replace('path = "lake"\n', 'path = "lake"\npartition_by = { pos = "date" }\n', 1)
+                    + '\n[views]\nsCD_sales = "map"\n')
     modes = {v.name: v.mode for v in load_project(project).plan.views}
     assert modes["best_item_day"] == "nested" and modes["store_items"] == "recompute" and modes["monthly"] == "delta"
-    assert modes["region_items"] == "auxiliary"
+    assert modes["region_items"] == "auxiliary" and modes["sCD_sales"] == "auxiliary"
     password = "Night/Shift@pw-7f3e"
     conn = _airflow_connection(project, schema, password)
     result, r = run_dag(_fresh(tmp_path / "a"), project, [{"label": f"n{i}", "day": i, "conf": {"batch_id": b[i]}} for i in (0, 1)],
@@ -297,6 +300,7 @@ def test_dag_keeps_every_mode_through_an_airflow_connection_and_stops_at_an_unap
                 for p in re.search(r"level \d+: ([^(]*)\(", d).group(1).split(",")}
     assert level_of["best_item_day"] > level_of["SID_sales"], docs
     assert level_of["region_items"] > level_of["region_items__ns_aux"], docs  # over its auxiliary view
+    assert level_of["sCD_sales"] > level_of["sCD_sales__ns_aux"], docs  # over its map
     assert not (project / "warehouse.duckdb").exists()  # nobody fell back to the default DuckDB file
     assert result["runs"]["n0"]["rendered"]["propagate_level_0"]["env_vars"] is None  # resolved after rendering
     logs = [p.read_text(errors="replace") for p in (tmp_path / "a").rglob("*.log")]
