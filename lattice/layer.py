@@ -31,8 +31,14 @@ def describe(plan: Plan) -> dict[str, dict]:
     of the definition of the view it serves (its fingerprint goes into that view's), never its own entry."""
     out: dict[str, dict] = {}
     for v in plan.lake_views:
-        out[v.name] = {"fingerprint": _fingerprint(plan, v, out), "legacy": _legacy_fingerprint(plan, v, out),
-                       **_description(v), "columns": _columns(plan, v)}
+        names = _names(v.sql)
+        out[v.name] = {
+            # only the declarations of the columns its SQL names: a column nobody names changes no view (issue 20)
+            "fingerprint": _fingerprint(plan, v, out, "fingerprint", lambda t: _declaration(t, names)),
+            # the rule before per-column declarations (every table's whole declaration): a layer built by it
+            # compares by it, so upgrading rebuilds nothing
+            "legacy": _fingerprint(plan, v, out, "legacy", repr),
+            **_description(v), "columns": _columns(plan, v, names)}
     served = {v.name for v in plan.views}
     return {name: d for name, d in out.items() if name in served}
 
@@ -59,29 +65,26 @@ def _description(v: View) -> dict:
     }
 
 
-def _fingerprint(plan: Plan, v: View, done: dict[str, dict]) -> str:
-    """Over what decides the view's rows: its SQL, mode and settings, the fingerprints of the views it
-    reads, and of each table it reads only the declarations of the columns its SQL names (type, NULL),
-    with the primary and foreign keys over them. A column nobody's SQL names changes no view (issue 20)."""
+def _fingerprint(plan: Plan, v: View, done: dict[str, dict], key: str, declaration) -> str:
+    """Over what decides the view's rows: its SQL, mode and settings, the fingerprints (`key` of `done`) of
+    the views it reads, and declaration(table) of each table it reads."""
     digest = hashlib.sha256()
     parts = [v.name.lower(), v.sql, v.mode, v.maintain, v.having or "", repr(v.quoted)]
     by_low = {name.lower(): d for name, d in done.items()}
-    names = _names(v.sql)
     for t in sorted(set(v.tables) | set(v.reads), key=str.lower):
         if t.lower() in by_low:  # a summary view it reads: that view's definition
-            parts.append(f"view {t.lower()} {by_low[t.lower()]['fingerprint']}")
+            parts.append(f"view {t.lower()} {by_low[t.lower()][key]}")
         elif (table := plan.schema.table(t)) is not None:
-            parts.append(_declaration(table, names))
+            parts.append(declaration(table))
     for p in parts:
         digest.update(p.encode())
         digest.update(b"\0")
     return digest.hexdigest()[:16]
 
 
-def _columns(plan: Plan, v: View) -> list[str]:
-    """The declarations of the base-table columns the view reads, as `nightshift plan` shows a change
-    of them ("pos.qty INTEGER NOT NULL")."""
-    names = _names(v.sql)
+def _columns(plan: Plan, v: View, names: set[str] | None) -> list[str]:
+    """The declarations of the base-table columns the view reads (`names`: _names of its SQL), as
+    `nightshift plan` shows a change of them ("pos.qty INTEGER NOT NULL")."""
     out = []
     for t in v.tables:
         table = plan.schema.table(t)
@@ -110,23 +113,6 @@ def _declaration(table: Table, names: set[str] | None) -> str:
     keys = [repr(table.primary_key)] if read(table.primary_key) else []
     fks = [repr(fk) for fk in table.foreign_keys if read(fk.columns)]
     return f"table {table.name.lower()} " + repr(columns) + "".join(keys) + "".join(fks)
-
-
-def _legacy_fingerprint(plan: Plan, v: View, done: dict[str, dict]) -> str:
-    """The fingerprint of nightshift before per-column declarations (the whole declaration of every
-    table read): a layer built by it compares by it, so upgrading rebuilds nothing."""
-    digest = hashlib.sha256()
-    parts = [v.name.lower(), v.sql, v.mode, v.maintain, v.having or "", repr(v.quoted)]
-    by_low = {name.lower(): d for name, d in done.items()}
-    for t in sorted(set(v.tables) | set(v.reads), key=str.lower):
-        if t.lower() in by_low:
-            parts.append(f"view {t.lower()} {by_low[t.lower()]['legacy']}")
-        elif (table := plan.schema.table(t)) is not None:
-            parts.append(repr(table))
-    for p in parts:
-        digest.update(p.encode())
-        digest.update(b"\0")
-    return digest.hexdigest()[:16]
 
 
 @dataclass(frozen=True)

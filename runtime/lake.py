@@ -301,11 +301,9 @@ class Lake:
         """Refuse a NOT NULL column declared after the current base version of its table was written: those
         rows have no value for it (a nullable one reads NULL, spark_jobs.changes.read_base)."""
         for t in schema.base_tables:
-            d = self.current_base_dir(t.name, state)
             present = parquet_columns(self.base_files(t.name, state))
-            missing = [c for c in t.columns if c.name.lower() not in present]
-            if present and any(not c.nullable for c in missing):
-                raise SchemaError(missing_not_null(t, missing, d))
+            if present:
+                missing_columns(t, present, self.current_base_dir(t.name, state))
 
     def collect_garbage(self, state: LakeState, keep: int = 2) -> None:
         """Remove base versions older than the newest `keep` of each table (never the current one)."""
@@ -400,11 +398,16 @@ def link_folder(src: Path, dst: Path) -> int:
     return n
 
 
-def missing_not_null(table, missing, folder) -> str:
+def missing_columns(table, present: set[str], folder) -> list:
+    """The declared columns of `table` a base version (`folder`, its Parquet columns `present` in lower
+    case) was written without: they read NULL. A NOT NULL one is refused, naming it (its rows have no value)."""
+    missing = [c for c in table.columns if c.name.lower() not in present]
     names = ", ".join(f"{table.name}.{c.name}" for c in missing if not c.nullable)
-    return (f"sql/schema.sql declares {names} NOT NULL, but the lake's base of {table.name} ({folder}) was written "
-            f"before the column was declared, so its rows have no value for it; declare it without NOT NULL "
-            f"(the rows already in the lake read NULL) and rerun")
+    if names:
+        raise SchemaError(f"sql/schema.sql declares {names} NOT NULL, but the lake's base of {table.name} ({folder}) was "
+                          f"written before the column was declared, so its rows have no value for it; declare it "
+                          f"without NOT NULL (the rows already in the lake read NULL) and rerun")
+    return missing
 
 
 def parquet_columns(files) -> set[str]:

@@ -21,8 +21,8 @@ from lattice import types
 from lattice.emit import rel
 from lattice.ir import FunctionalDependency, Plan, Table
 from lattice.sql import ident
-from runtime.errors import BadChangeBatch, SchemaError
-from runtime.lake import Lake, LakeState, missing_not_null, partition_column, partition_folder
+from runtime.errors import BadChangeBatch
+from runtime.lake import Lake, LakeState, missing_columns, partition_column, partition_folder
 from runtime.night import BatchInfo
 
 OP = "_op"
@@ -82,10 +82,7 @@ def read_months(spark: SparkSession, lake: Lake, table: Table, state: LakeState,
 
 
 def _typed_base(df: DataFrame, table: Table, d) -> DataFrame:
-    present = {c.lower() for c in df.columns}
-    missing = [c for c in table.columns if c.name.lower() not in present]
-    if any(not c.nullable for c in missing):
-        raise SchemaError(missing_not_null(table, missing, d))
+    missing = missing_columns(table, {c.lower() for c in df.columns}, d)
     if missing:
         df = df.select("*", *[F.lit(None).alias(c.name) for c in missing])
     return typed(df, table)
@@ -382,8 +379,7 @@ def _foreign_keys(spark: SparkSession, table: Table, info: BatchInfo) -> list[Ch
             same = " AND ".join(f"d.{_q(b)} <=> p.{_q(b)}" for b in fk.ref_columns)
             lost = f"SELECT DISTINCT {keys} FROM {rel('del', parent)} d LEFT ANTI JOIN {rel('new', parent)} p ON {same}"
             if spark.sql(lost).limit(1).count():
-                on_lost = " AND ".join(f"c.{_q(a)} = p.{_q(b)}" for a, b in zip(fk.columns, fk.ref_columns))
-                sql = f"SELECT c.* FROM {rel('new', table.name)} c LEFT SEMI JOIN ({lost}) p ON {on_lost}"
+                sql = f"SELECT c.* FROM {rel('new', table.name)} c LEFT SEMI JOIN ({lost}) p ON {on}"
                 checks.append(Check(sql, gone))
     return checks
 
