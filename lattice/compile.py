@@ -7,7 +7,7 @@
     with_view_tables  Schema + Views read         -> Schema          (an incremental view another reads is a table)
     parse_view        ViewStatement               -> ParsedView      delta (or nested) mode, or NotIncremental ...
     normalize         ParsedView                  -> View            (AVG -> SUM/COUNT, hidden counts, HAVING)
-    split             ViewStatement               -> A + outer view  ... auxiliary mode (DISTINCT aggregates), else
+    fact_map          ViewStatement               -> A + outer view  ... auxiliary mode (DISTINCT, holistic), else
     recompute_view    ViewStatement + reason      -> View            ... then the view is kept by recompute
     check_names       Views                       -> Plan            (names unique, no clashes)
 """
@@ -23,12 +23,12 @@ from sqlglot import exp
 from lattice import emit
 from lattice.errors import ConfigError, NotIncremental, UnsupportedView
 from lattice.ir import MAINTAIN, FunctionalDependency, Plan, Schema, UserAggregate, View
-from lattice.passes.auxiliary import through_map, extremes_through_auxiliary, split, without_distinct
+from lattice.passes.auxiliary import fact_map, without_distinct
 from lattice.passes.functions import check_functions, nondeterministic
 from lattice.passes.nested import with_view_tables
 from lattice.passes.normalize import normalize
 from lattice.passes.parse_schema import parse_schema
-from lattice.passes.parse_views import ViewStatement, holistic, parse_view, read_view
+from lattice.passes.parse_views import ViewStatement, fact_of, holistic, parse_view, read_view
 from lattice.passes.recompute import recompute_view
 from lattice.sql import ident
 
@@ -51,15 +51,16 @@ def compile_project(
     settings = _settings(maintain, names)
     _check_statement_names(statements)
     compiled: dict[str, View] = {}
-    auxiliary: list[View] = []
+    auxiliary: list[tuple[View, str]] = []  # (auxiliary view, the view it serves)
     for st in view_order(statements, names):
         read = [compiled[n] for n in _reads(st, names) if compiled[n].incremental]
         view, aux = compile_view(st, with_view_tables(schema, read), names, settings.get(st.name.lower(), "auto"),
                                  aggregates)
         compiled[st.name.lower()] = view
-        auxiliary += aux
+        auxiliary += [(a, st.name) for a in aux]
     views = tuple(compiled[s.name.lower()] for s in view_order(statements, names))
     _check_names(views)
+    auxiliary = _shared(auxiliary)
     _check_auxiliary_names(views, auxiliary)
     read = {r.lower() for v in (*auxiliary, *views) if v.incremental for r in v.reads}
     schema = with_view_tables(schema, [v for v in (*auxiliary, *views) if v.name.lower() in read])
@@ -114,27 +115,27 @@ def compile_view(statement: ViewStatement, schema: Schema, names: frozenset[str]
 
 def _extremes_through_auxiliary(statement: ViewStatement, schema: Schema, names: frozenset[str],
                                 aggregates: tuple[UserAggregate, ...], where: str) -> tuple[View, tuple[View, ...]]:
-    """[views] <name> = "auxiliary": the view's MIN/MAX kept over an auxiliary view of the argument's
-    multiplicities (issue 19 item 4), so that a night deleting a group's extreme recomputes it from the
-    auxiliary view's lake copy instead of reading the base; refused, with the reason, where that does not apply."""
-    rewritten = extremes_through_auxiliary(statement)
-    kept = _auxiliary(rewritten, schema, names, aggregates) if rewritten is not None else None
+    """[views] <name> = "auxiliary": the view's MIN/MAX kept over an auxiliary view holding their argument's
+    values (issue 19 item 4), so that a night deleting a group's extreme recomputes it from the auxiliary
+    view's lake copy instead of reading the base; refused, with the reason, where that does not apply."""
+    has_extremes = any(isinstance(n, (exp.Min, exp.Max)) for n in statement.query.find_all(exp.Min, exp.Max))
+    kept = _auxiliary(statement, schema, names, aggregates, grouped=True) if has_extremes else None
     if kept is None:
         raise UnsupportedView(f'{where}: nightshift.toml [views] {statement.name} = "auxiliary" keeps MIN/MAX through an '
-                              f'auxiliary view, which needs MIN/MAX (and any DISTINCT or holistic aggregates) over one '
-                              f'argument beside COUNT/SUM/MIN/MAX of other columns; remove the setting for this view')
+                              f'auxiliary view, which needs MIN/MAX of fact columns (beside COUNT/SUM/MIN/MAX of fact '
+                              f'columns and DISTINCT or holistic aggregates); remove the setting for this view')
     view, aux = kept
-    view = replace(view, sql=statement.query.sql(), maintain="auxiliary", reason=(
+    view = replace(view, maintain="auxiliary", reason=(
         f'MIN/MAX kept through the auxiliary view {aux[0].name} (nightshift.toml [views] {statement.name} = '
         f'"auxiliary", paper 002): a group whose extreme is deleted is recomputed from its lake copy, never from '
-        f'the base'))
+        f'the base' + (f"; {view.reason}" if view.has_holistic else "")))
     return view, aux
 
 
 def _through_map(statement: ViewStatement, schema: Schema, names: frozenset[str], where: str
                  ) -> tuple[View, tuple[View, ...]]:
     """[views] <name> = "map": the view kept over a higher-order delta map of its fact table (issue 21,
-    Cumulus; lattice/passes/auxiliary.py: through_map), so that a night changing a dimension joins the
+    Cumulus; lattice/passes/auxiliary.py: fact_map), so that a night changing a dimension joins the
     changed rows with the map's lake copy, never with the fact table; refused, with the reason, where
     that does not apply."""
     def refuse(why: str) -> UnsupportedView:
@@ -150,24 +151,16 @@ def _through_map(statement: ViewStatement, schema: Schema, names: frozenset[str]
         raise refuse(f"needs a base fact table ({view.fact} is a summary view)")
     if not view.dimensions:
         raise refuse("saves nothing for a view that joins no dimension table")
-    others = frozenset(c.name.lower() for t in view.dimensions for c in schema.table(t).columns)
-    parts = through_map(statement, view.fact, schema.table(view.fact).column_names, others)
-    if parts is None:
-        raise refuse("needs GROUP BY and COUNT, SUM, MIN or MAX of fact columns only (no AVG, DISTINCT or holistic "
-                     "aggregate, no aggregate of a dimension column, no unqualified column name two tables share)")
-    try:
-        aux = normalize(parse_view(parts.auxiliary, schema, names))
-        outer = normalize(parse_view(parts.outer, with_view_tables(schema, [aux]), names | {aux.name.lower()}))
-    except UnsupportedView as e:
-        raise refuse(f"could not be kept here ({e})") from None
-    why = "; ".join(f"{c}: {w}" for c, w in parts.columns)
-    aux = replace(aux, reason=f"higher-order delta map of {statement.name} (issue 21, Cumulus): {view.fact} grouped by "
-                              f"the fact columns the view reads; columns {why}")
-    view = replace(outer, sql=statement.query.sql(), mode="auxiliary", maintain="map", reads=(aux.name,), reason=(
-        f"kept over the map {aux.name} (nightshift.toml [views] {statement.name} = \"map\", issue 21): the fact's "
+    kept = _auxiliary(statement, schema, names, ())
+    if kept is None:
+        raise refuse("needs GROUP BY and COUNT, SUM, MIN or MAX of fact columns only (no AVG, no aggregate of a "
+                     "dimension column, no unqualified column name two tables share)")
+    outer, aux = kept
+    view = replace(outer, mode="auxiliary", maintain="map", reason=(
+        f"kept over the map {aux[0].name} (nightshift.toml [views] {statement.name} = \"map\", issue 21): the fact's "
         f"changes reach it through the map, and a change of {', '.join(view.dimensions)} joins the map's lake copy, "
         f"never {view.fact}"))
-    return view, (aux,)
+    return view, aux
 
 
 def _without_distinct(statement: ViewStatement, schema: Schema, names: frozenset[str]) -> View | None:
@@ -194,34 +187,52 @@ def _without_distinct(statement: ViewStatement, schema: Schema, names: frozenset
                    reason=f"DISTINCT needs no auxiliary view (paper 003): {found[1]}")
 
 
-def _auxiliary(statement: ViewStatement, schema: Schema, names: frozenset[str], aggregates: tuple[UserAggregate, ...]
-               ) -> tuple[View, tuple[View]] | None:
-    """The auxiliary mode (lattice/passes/auxiliary.py): the view over its auxiliary view A, and A (a
-    delta-mode view of base tables, lake only); None when the rewrite does not cover the view."""
-    parts = split(statement, aggregates)
+def _auxiliary(statement: ViewStatement, schema: Schema, names: frozenset[str], aggregates: tuple[UserAggregate, ...],
+               grouped: bool = False) -> tuple[View, tuple[View]] | None:
+    """The view over its fact table grouped by what it reads of it (lattice/passes/auxiliary.py: fact_map),
+    and that auxiliary view (a delta-mode view of the fact alone, lake only); None when the rewrite does
+    not cover the view."""
+    fact = fact_of(statement, schema, names)
+    if fact is None or schema.table(fact).view is not None:
+        return None  # DISTINCT over another summary view's rows: recompute
+    tables = {t.alias_or_name.lower(): frozenset(c.name.lower() for c in schema.table(t.name).columns)
+              for t in statement.query.find_all(exp.Table) if schema.table(t.name) is not None}
+    parts = fact_map(statement, fact, tables, aggregates, grouped)
     if parts is None:
         return None
     try:
         aux = normalize(parse_view(parts.auxiliary, schema, names))
-        if schema.table(aux.fact).view is not None:
-            return None  # DISTINCT over another summary view's rows: recompute
         outer = normalize(parse_view(parts.outer, with_view_tables(schema, [aux]), names | {aux.name.lower()},
                                      aggregates))
     except UnsupportedView:  # NotIncremental too: the rewrite does not cover the view
         return None
     why = "; ".join(f"{c}: {w}" for c, w in parts.columns)
-    aux = replace(aux, reason=f"auxiliary view of {statement.name} (paper 002): per group, each value of "
-                              f"{parts.argument} with its multiplicity; columns {why}")
+    aux = replace(aux, reason=f"({parts.form}): {parts.auxiliary.query.sql()}; columns {why}")
     kinds = " and ".join(k for k, present in (("DISTINCT", parts.distinct), ("holistic", outer.has_holistic)) if present)
     sql = statement.query.sql()
     if any(s.func.startswith("uda ") for s in outer.stored):  # no engine runs the user's SQL: the oracle's
         sql = _evaluable(parts.outer.query, outer, aggregates)
+    dims = f", joined to {', '.join(outer.dimensions)} after the batch" if outer.dimensions else ""
     view = replace(outer, sql=sql, mode="auxiliary", reads=(aux.name,),
-                   reason=f"{kinds} aggregates over {parts.argument} kept from the auxiliary view {aux.name} "
-                          f"(paper 002, lake only): its changed groups re-aggregated as updates (paper 000, 6)"
-                          + ("; each changed group's holistic values recomputed from its values there, never from "
-                             "the base" if outer.has_holistic else ""))
+                   reason=f"{kinds or 'its'} aggregates{' over ' + parts.arguments if parts.arguments else ''} kept "
+                          f"from the auxiliary view {aux.name} (paper 002, lake only: {fact} grouped by what the view "
+                          f"reads of it, paper 003): its changed groups re-aggregated as updates (paper 000, 6)"
+                          + (f"; each changed group's holistic values recomputed from its rows there{dims}, never "
+                             f"from the base" if outer.has_holistic else ""))
     return view, (aux,)
+
+
+def _shared(auxiliary: list[tuple[View, str]]) -> tuple[View, ...]:
+    """The auxiliary views, each once: views whose auxiliary view has the same definition (hence the same
+    name) share it, and its reason names every view it serves."""
+    users: dict[str, list[str]] = {}
+    first: dict[str, View] = {}
+    for aux, user in auxiliary:
+        users.setdefault(aux.name.lower(), []).append(user)
+        first.setdefault(aux.name.lower(), aux)
+    return tuple(replace(aux, reason=f"auxiliary view of {', '.join(users[low])}"
+                                     f"{' (shared)' if len(users[low]) > 1 else ''} {aux.reason}")
+                 for low, aux in first.items())
 
 
 def _evaluable(query: exp.Select, outer: View, aggregates: tuple[UserAggregate, ...]) -> str:
@@ -235,9 +246,20 @@ def _evaluable(query: exp.Select, outer: View, aggregates: tuple[UserAggregate, 
             return node
         return exp.func("MAX", exp.column(column[kept[0]], table="__ns_u", quoted=True))
 
-    on = " AND ".join(f"{k.sql} IS NOT DISTINCT FROM \"__ns_u\".{ident(k.name)}" for k in outer.keys) or "1 = 1"
-    values = emit.holistic_values(outer, ident(outer.fact))
-    return query.copy().transform(swap).join(f"({values}) AS \"__ns_u\"", on=on, join_type="left").sql()
+    alias = {t.name.lower(): t.alias_or_name for t in query.find_all(exp.Table)}  # the IR names tables, the query aliases
+
+    def aliased(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Column) and node.table:
+            return exp.column(node.name, table=alias.get(node.table.lower(), node.table), quoted=True)
+        return node
+
+    on = " AND ".join(f"{sqlglot.parse_one(k.sql).transform(aliased).sql()} IS NOT DISTINCT FROM \"__ns_u\"."
+                      f"{ident(f'__ns_k{i}')}" for i, k in enumerate(outer.keys)) or "1 = 1"
+    values = emit.holistic_values(outer, ident(outer.fact), dimension=ident)
+    renamed = ", ".join([f"{ident(k.name)} AS {ident(f'__ns_k{i}')}" for i, k in enumerate(outer.keys)]
+                        + [ident(c) for c in column.values()])  # no name of the view's tables twice
+    return query.copy().transform(swap).join(f"(SELECT {renamed} FROM ({values}) AS \"__ns_v\") AS \"__ns_u\"", on=on,
+                                             join_type="left").sql()
 
 
 def check_user_aggregates(aggregates: tuple[UserAggregate, ...]) -> None:
@@ -267,7 +289,7 @@ def check_user_aggregates(aggregates: tuple[UserAggregate, ...]) -> None:
             raise ConfigError(str(e)) from None
 
 
-def _check_auxiliary_names(views: tuple[View, ...], auxiliary: list[View]) -> None:
+def _check_auxiliary_names(views: tuple[View, ...], auxiliary: tuple[View, ...]) -> None:
     names = {v.name.lower(): v for v in views}
     for a in auxiliary:
         if a.name.lower() in names:

@@ -19,7 +19,7 @@ from typing import Callable
 
 import sqlglot
 
-from lattice.ir import Argument, ColumnRef, Edge, JoinStep, LatticeNode, Schema, StoredAggregate, View
+from lattice.ir import DISTINCT_COUNT, Argument, ColumnRef, Edge, JoinStep, LatticeNode, Schema, StoredAggregate, View
 from lattice.passes.normalize import served
 from lattice.refresh import fresh, merged
 from lattice.sql import ident as q
@@ -323,44 +323,69 @@ def with_exact_minmax(view: View) -> str:
 
 # ------------------------------------------------------------------ holistic aggregates (paper 002)
 
-WEIGHT = "m"  # an auxiliary view's multiplicity column (lattice/passes/auxiliary.py)
+WEIGHT = "ns_m"  # an auxiliary view's multiplicity column (lattice/passes/auxiliary.py)
 
 
-def holistic_values(view: View, rows: str, changed: str | None = None) -> str:
-    """Every holistic stored aggregate of `view` (kept over an auxiliary view: each fact row is a value
-    e of a group with its multiplicity m), per group of the fact relation `rows` (aliased with the fact's
-    name) — only the groups of the relation `changed` (a summary-delta: its keys by name) when given.
+def holistic_values(view: View, rows: str, changed: str | None = None,
+                    dimension: Callable[[str], str] = lambda d: rel("new", d)) -> str:
+    """Every holistic stored aggregate of `view` (kept over an auxiliary view: each row of the fact relation
+    `rows`, aliased with the fact's name, holds values with their multiplicity ns_m), per group of those
+    rows joined to the view's dimensions (dimension(table): its relation, after the batch by default)
+    under the view's filter — only the groups of the relation `changed` (a summary-delta: its keys by
+    name) when given. One part per argument, each over the rows where it is not NULL; several parts are
+    joined onto every group of the rows (a group without values of an argument gets NULL there).
 
     The values of a group sorted, each row covering the positions _c - m + 1 .. _c of the expanded
-    sequence of _n values (NULLs dropped): PERCENTILE_CONT(p) interpolates between the values at the
-    0-based positions FLOOR and CEIL of p * (_n - 1) (as Spark, DuckDB and PostgreSQL do);
-    PERCENTILE_DISC(p) is the value at the 1-based position GREATEST(1, CEIL(p * _n)); MODE is the
-    smallest of the most frequent values."""
+    sequence of _n values: PERCENTILE_CONT(p) interpolates between the values at the 0-based positions
+    FLOOR and CEIL of p * (_n - 1) (as Spark, DuckDB and PostgreSQL do); PERCENTILE_DISC(p) is the value
+    at the 1-based position GREATEST(1, CEIL(p * _n)); MODE is the smallest of the most frequent values;
+    COUNT/SUM/AVG(DISTINCT e) the aggregate of the distinct values (multiplicities do not matter)."""
     hol = [s for s in view.stored if s.kind == "holistic"]
-    if len({s.arg for s in hol}) != 1:
-        raise ValueError(f"view {view.name}: holistic aggregates over {len({s.arg for s in hol})} arguments "
-                         f"(its auxiliary view has one)")
-    a = next(a for a in view.arguments if a.index == hol[0].arg)
     keys = [q(k.name) for k in view.keys]
-    part = f"PARTITION BY {', '.join(keys)}" if keys else ""
-    v, w, c, n, x = (q(name) for name in ("_v", "_w", "_c", "_n", "_x"))
-    cols = [f"CAST({k.sql} AS {k.type}) AS {q(k.name)}" for k in view.keys]
-    cols += [f"({a.sql}) AS {v}", f"{q(view.fact)}.{q(WEIGHT)} AS {w}"]
+    source = {view.fact: rows, **{d: dimension(d) for d in view.dimensions}}
     join = ""
     if changed is not None and view.keys:
         on = " AND ".join(f"CAST({k.sql} AS {k.type}) IS NOT DISTINCT FROM {q('g')}.{q(k.name)}" for k in view.keys)
         join = f"\n  JOIN (SELECT DISTINCT {', '.join(keys)} FROM {changed}) AS {q('g')} ON {on}"
-    vals = f"SELECT {', '.join(cols)}\nFROM {rows} AS {q(view.fact)}{join}\nWHERE ({a.sql}) IS NOT NULL"
+    where = f" AND ({view.where})" if view.where else ""
+    group = f"\nGROUP BY {', '.join(keys)}" if keys else ""
+    parts = []
+    for index in dict.fromkeys(s.arg for s in hol):
+        a = next(a for a in view.arguments if a.index == index)
+        cols = [f"CAST({k.sql} AS {k.type}) AS {q(k.name)}" for k in view.keys]
+        cols += [f"({a.sql}) AS {q('_v')}", f"{q(view.fact)}.{q(WEIGHT)} AS {q('_w')}"]
+        vals = f"SELECT {', '.join(cols)}\nFROM {_join_clause(view, source)}{join}\nWHERE ({a.sql}) IS NOT NULL{where}"
+        parts += _holistic_parts(view, [s for s in hol if s.arg == index], vals, keys, group)
+    if len(parts) == 1:
+        return parts[0][0]
+    driver = f"SELECT DISTINCT {', '.join(f'CAST({k.sql} AS {k.type}) AS {q(k.name)}' for k in view.keys) or '1 AS _one'}" \
+             f"\nFROM {_join_clause(view, source)}{join}" + (f"\nWHERE {view.where}" if view.where else "")
+    picked = [f"{q('d')}.{k}" for k in keys]
+    joins = []
+    for i, (part, columns) in enumerate(parts):
+        alias = q(f"p{i}")
+        picked += [f"{alias}.{q(c)}" for c in columns]
+        joins.append(f"LEFT JOIN (\n{part}\n) AS {alias} ON {same_keys(view, q('d'), alias)}")
+    return f"SELECT {', '.join(picked)}\nFROM (\n{driver}\n) AS {q('d')}\n" + "\n".join(joins)
+
+
+def _holistic_parts(view: View, hol: list[StoredAggregate], vals: str, keys: list[str], group: str
+                    ) -> list[tuple[str, list[str]]]:
+    """One argument's holistic aggregates over its values `vals` (_v, weight _w): the sorted-position and
+    DISTINCT ones in one query, the user-defined ones over the values repeated m times in another."""
+    part = f"PARTITION BY {', '.join(keys)}" if keys else ""
+    v, w, c, n, x = (q(name) for name in ("_v", "_w", "_c", "_n", "_x"))
     ranked = (f"SELECT *, SUM({w}) OVER ({part} ORDER BY {v} ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS {c}, "
               f"SUM({w}) OVER ({part}) AS {n}, MAX({w}) OVER ({part}) AS {x}\nFROM (\n{vals}\n) AS {q('r')}")
 
     def at(position: str) -> str:  # the value at a 0-based position of the expanded sequence
         return f"MIN(CASE WHEN {c} - {w} <= {position} AND {position} < {c} THEN {v} END)"
 
-    picks, finals = [], []
+    picks, finals, positional = [], [], False
     for s in (s for s in hol if not s.func.startswith("uda ")):
         name, _, fraction = s.func.partition(" ")
         p, col = f"CAST({fraction} AS DOUBLE)", q(s.column)  # in DOUBLE, as the engines compute positions
+        positional = positional or name != "distinct"
         if name == "percentile_cont":
             pos = f"({p} * ({n} - 1))"
             picks += [f"{at(f'FLOOR({pos})')} AS {q(s.column + '_lo')}", f"{at(f'CEIL({pos})')} AS {q(s.column + '_hi')}",
@@ -369,17 +394,21 @@ def holistic_values(view: View, rows: str, changed: str | None = None) -> str:
             finals.append(f"CAST(CASE WHEN FLOOR({at_pos}) = CEIL({at_pos}) THEN CAST({lo} AS DOUBLE) ELSE "
                           f"(CEIL({at_pos}) - {at_pos}) * CAST({lo} AS DOUBLE) + ({at_pos} - FLOOR({at_pos})) * "
                           f"CAST({hi} AS DOUBLE) END AS {s.type}) AS {col}")
-        elif name == "percentile_disc":
+            continue
+        if name == "percentile_disc":
             picks.append(f"{at(f'(GREATEST(1, CEIL({p} * {n})) - 1)')} AS {col}")
-            finals.append(f"CAST({col} AS {s.type}) AS {col}")
+        elif name == "distinct" and fraction == "avg":  # exact sum, one division (as AVG of a DECIMAL in any engine)
+            picks.append(f"CAST(SUM(DISTINCT {v}) AS DOUBLE) / COUNT(DISTINCT {v}) AS {col}")
+        elif name == "distinct":  # fraction: count | sum
+            picks.append(f"{fraction.upper()}(DISTINCT {v}) AS {col}")
         else:  # mode
             picks.append(f"MIN(CASE WHEN {w} = {x} THEN {v} END) AS {col}")
-            finals.append(f"CAST({col} AS {s.type}) AS {col}")
-    group = f"\nGROUP BY {', '.join(keys)}" if keys else ""
+        finals.append(f"CAST({col} AS {s.type}) AS {col}")
     parts = []
     if picks:
-        parts.append(f"SELECT {', '.join(keys + finals)}\nFROM (\nSELECT {', '.join(keys + picks)}\nFROM (\n{ranked}\n) AS "
-                     f"{q('s')}{group}\n) AS {q('b')}")
+        over = ranked if positional else vals
+        parts.append((f"SELECT {', '.join(keys + finals)}\nFROM (\nSELECT {', '.join(keys + picks)}\nFROM (\n{over}\n) AS "
+                      f"{q('s')}{group}\n) AS {q('b')}", [s.column for s in hol if not s.func.startswith("uda ")]))
     udas = [s for s in hol if s.func.startswith("uda ")]
     if udas:  # each value repeated m times, numbered 1..n in ascending order, the user's SQL over (x, i, n)
         i = q("_i")
@@ -387,13 +416,9 @@ def holistic_values(view: View, rows: str, changed: str | None = None) -> str:
                     f"COUNT(*) OVER ({part}) AS {n}\nFROM (\nSELECT {q('r')}.* FROM (\n{vals}\n) AS {q('r')}\n"
                     f"CROSS JOIN UNNEST(GENERATE_SERIES(1, {q('r')}.{w})) AS {q('_ns_k')}({q('k')})\n) AS {q('x')}")
         cols = [f"CAST({user_aggregate_sql(s.definition, v, i, n)} AS {s.type}) AS {q(s.column)}" for s in udas]
-        parts.append(f"SELECT {', '.join(keys + cols)}\nFROM (\n{numbered}\n) AS {q('u')}{group}")
-    if len(parts) == 1:
-        return parts[0]
-    picked = [f"{q('b')}.{k}" for k in keys] + [f"{q('b' if not s.func.startswith('uda ') else 'u')}.{q(s.column)}"
-                                                for s in hol]
-    on = same_keys(view, q("b"), q("u"))
-    return f"SELECT {', '.join(picked)}\nFROM (\n{parts[0]}\n) AS {q('b')}\nJOIN (\n{parts[1]}\n) AS {q('u')} ON {on}"
+        parts.append((f"SELECT {', '.join(keys + cols)}\nFROM (\n{numbered}\n) AS {q('u')}{group}",
+                      [s.column for s in udas]))
+    return parts
 
 
 def user_aggregate_sql(definition: str, x: str, i: str, n: str) -> str:
@@ -410,9 +435,11 @@ def user_aggregate_sql(definition: str, x: str, i: str, n: str) -> str:
 
 def with_holistic(view: View, sd: str, values: str) -> str:
     """`sd` (a summary-delta, or the view's rows) with its holistic columns taken from `values`
-    (holistic_values): a group without values (every one deleted or NULL) gets NULL."""
+    (holistic_values): a group without values (every one deleted or NULL) gets NULL (COUNT(DISTINCT): 0)."""
     cols = [f"{q('sd')}.{q(k.name)}" for k in view.keys]
-    cols += [f"{q('h' if s.kind == 'holistic' else 'sd')}.{q(s.column)}" for s in view.stored]
+    for s in view.stored:
+        col = f"{q('h' if s.kind == 'holistic' else 'sd')}.{q(s.column)}"
+        cols.append(f"COALESCE({col}, 0) AS {q(s.column)}" if s.func == DISTINCT_COUNT else col)
     cols.append(f"{q('sd')}.{q(LOST)}")
     return (f"SELECT {', '.join(cols)}\nFROM {sd} AS {q('sd')}\n"
             f"LEFT JOIN {values} AS {q('h')} ON {same_keys(view, q('sd'), q('h'))}")

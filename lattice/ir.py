@@ -132,6 +132,9 @@ class Argument:
     type: str
 
 
+DISTINCT_COUNT = "distinct count"  # StoredAggregate.func of COUNT(DISTINCT e) kept holistic: 0 over no values, not NULL
+
+
 @dataclass(frozen=True)
 class StoredAggregate:
     """A column the summary table keeps (Table 2 / Figure 8): COUNT(*), COUNT(e), SUM(e), MIN(e), MAX(e),
@@ -142,7 +145,9 @@ class StoredAggregate:
     column: str  # e.g. _ns_count, _ns_cnt_1, _ns_sum_1, _ns_hol_1_1
     arg: int | None  # Argument.index, None for count_star
     type: str
-    func: str = ""  # holistic: 'percentile_cont <p>' | 'percentile_disc <p>' | 'mode' | 'uda <name>' (parse_views.holistic)
+    # holistic: 'percentile_cont <p>' | 'percentile_disc <p>' | 'mode' | 'uda <name>' (parse_views.holistic) |
+    # 'distinct count' | 'distinct sum' | 'distinct avg' (DISTINCT over an auxiliary view that joins dimensions)
+    func: str = ""
     definition: str = ""  # a user-defined aggregate's SQL over x, i, n (UserAggregate.sql)
 
 

@@ -7,7 +7,7 @@ other views read (the nested mode), so both states of the view agree row for row
 
 from __future__ import annotations
 
-from lattice.ir import StoredAggregate, View
+from lattice.ir import DISTINCT_COUNT, StoredAggregate, View
 from lattice.sql import ident as q
 
 
@@ -18,6 +18,8 @@ def merged(view: View, s: StoredAggregate, t: str, c: str, lost: str) -> str:
     col = q(s.column)
     if s.kind in ("count_star", "count"):
         return f"{t}.{col} + {c}.{col}"
+    if s.func == DISTINCT_COUNT:  # recomputed for every changed group; 0 over no values
+        return f"COALESCE({c}.{col}, 0)"
     cnt = q(view.stored_of("count", s.arg).column)
     empty = f"{t}.{cnt} + {c}.{cnt} = 0"
     if s.kind == "sum":
@@ -33,6 +35,8 @@ def fresh(view: View, s: StoredAggregate, c: str) -> str:
     col = q(s.column)
     if s.kind in ("count_star", "count"):
         return f"{c}.{col}"
+    if s.func == DISTINCT_COUNT:
+        return f"COALESCE({c}.{col}, 0)"
     cnt = q(view.stored_of("count", s.arg).column)
     return f"CASE WHEN {c}.{cnt} = 0 THEN NULL ELSE {c}.{col} END"
 

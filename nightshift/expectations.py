@@ -37,7 +37,7 @@ import sqlglot  # noqa: E402
 
 from lattice import emit, types  # noqa: E402
 from lattice.graph import mark_cover  # noqa: E402
-from lattice.ir import Edge, Lattice, Plan, Schema, View  # noqa: E402
+from lattice.ir import DISTINCT_COUNT, Edge, Lattice, Plan, Schema, View  # noqa: E402
 from lattice.passes.derives import derives, node_of_view  # noqa: E402
 from lattice.sql import ident as q  # noqa: E402
 from lattice.sql import safe_name  # noqa: E402
@@ -188,7 +188,8 @@ def warehouse_suite(view: View, rollups_: tuple[Rollup, ...] = (), ident: Ident 
         exps.append(_rows(view, "count_within_count_star", f"SELECT * FROM {BATCH} WHERE {bad}",
                           f"every hidden COUNT(e) ({', '.join(counts)}) is between 0 and COUNT(*)"))
     # a user-defined aggregate may be NULL over values too (a trimmed mean of one value), so it is left out
-    nullable = [s for s in view.stored if s.kind in ("sum", "min", "max", "holistic") and not s.func.startswith("uda ")]
+    nullable = [s for s in view.stored if s.kind in ("sum", "min", "max", "holistic") and not s.func.startswith("uda ")
+                and s.func != DISTINCT_COUNT]
     if nullable:
         bad = " OR ".join(f"CASE WHEN {n(s.column)} IS NULL THEN 1 ELSE 0 END <> "
                           f"CASE WHEN {n(view.stored_of('count', s.arg).column)} = 0 THEN 1 ELSE 0 END" for s in nullable)
@@ -381,11 +382,14 @@ def _recompute_sql(view: View) -> str:
     outer = f" GROUP BY {keys}" if keys else ""
     branch = f"SELECT 0, {recomputed} FROM {tables}{cond}{grouped}"
     if view.has_holistic:  # the holistic columns from DuckDB's own aggregates over the expanded values
+        where_part = {c: f"h{i}" for i, (_, columns) in enumerate(holistic) for c in columns}
         cols = [f"r.{q(k.name)}" for k in view.keys]
-        cols += [f"{'h' if s.kind == 'holistic' else 'r'}.{q(s.column)}" for s in view.stored]
-        on = emit.same_keys(view, "r", "h")
-        branch = (f"SELECT 0, {', '.join(cols)} FROM (SELECT {recomputed} FROM {tables}{cond}{grouped}) AS r "
-                  f"LEFT JOIN ({holistic}) AS h ON {on}")
+        for s in view.stored:
+            col = f"{where_part.get(s.column, 'r')}.{q(s.column)}"
+            cols.append(f"COALESCE({col}, 0)" if s.func == DISTINCT_COUNT else col)
+        joins = " ".join(f"LEFT JOIN ({sql}) AS h{i} ON {emit.same_keys(view, 'r', f'h{i}')}"
+                         for i, (sql, _) in enumerate(holistic))
+        branch = f"SELECT 0, {', '.join(cols)} FROM (SELECT {recomputed} FROM {tables}{cond}{grouped}) AS r {joins}"
     rows = "warehouse_rows <> 1 OR recomputed_rows <> 1" if keys else "warehouse_rows <> recomputed_rows"
     return (
         f"SELECT * FROM (SELECT {lead}SUM(_ns_stored) AS warehouse_rows, SUM(1 - _ns_stored) AS recomputed_rows, "
@@ -395,28 +399,35 @@ def _recompute_sql(view: View) -> str:
     )
 
 
-def _holistic_recompute(view: View, refs: list[str], where: list[str]) -> str:
-    """The sampled groups' holistic aggregates by DuckDB's own QUANTILE_CONT/QUANTILE_DISC/MODE over the
-    auxiliary view's values, each repeated m times (independent of propagate's weighted positions)."""
-    arg = next(a for a in view.arguments if a.index == next(s.arg for s in view.stored if s.kind == "holistic")).sql
-    part = f"PARTITION BY {', '.join(_duckdb(k.sql) for k in view.keys)}" if view.keys else ""
-    f = q(view.fact)
-    # a user-defined aggregate's i and n: DuckDB's row numbers over the expanded values of each group
-    expanded = (f"(SELECT {f}.*, ROW_NUMBER() OVER ({part} ORDER BY {_duckdb(arg)}) AS _ns_i, COUNT(*) OVER ({part}) "
-                f"AS _ns_n FROM {f} AS {f}, range({f}.{q(emit.WEIGHT)}) WHERE {_duckdb(arg)} IS NOT NULL)")
-    _, tables, _ = _base_from(view, expanded)
-    aggs = []
-    for s in view.stored:
-        if s.kind == "holistic":
+def _holistic_recompute(view: View, refs: list[str], where: list[str]) -> list[tuple[str, list[str]]]:
+    """The sampled groups' holistic aggregates by DuckDB's own QUANTILE_CONT/QUANTILE_DISC/MODE and DISTINCT
+    aggregates over the auxiliary view's rows joined to the dimensions, each value repeated m times
+    (independent of propagate's weighted positions): one query per argument (its SQL and the columns it
+    gives), over the rows where it is not NULL."""
+    _, tables, _ = _base_from(view)
+    keys = [q(k.name) for k in view.keys]
+    part = f"PARTITION BY {', '.join(refs)}" if refs else ""
+    out = []
+    for index in dict.fromkeys(s.arg for s in view.stored if s.kind == "holistic"):
+        arg = _duckdb(next(a for a in view.arguments if a.index == index).sql)
+        cond = " AND ".join(where + [f"({arg}) IS NOT NULL"])
+        # a user-defined aggregate's i and n: DuckDB's row numbers over the expanded values of each group
+        values = (f"SELECT {', '.join([f'{r} AS {k}' for r, k in zip(refs, keys)] + [f'{arg} AS _ns_x'])}, "
+                  f"ROW_NUMBER() OVER ({part} ORDER BY {arg}) AS _ns_i, COUNT(*) OVER ({part}) AS _ns_n "
+                  f"FROM {tables}, range({q(view.fact)}.{q(emit.WEIGHT)}) AS _ns_r WHERE {cond}")
+        aggs = []
+        for s in (s for s in view.stored if s.kind == "holistic" and s.arg == index):
             name, _, p = s.func.partition(" ")
             if name == "uda":
-                value = emit.user_aggregate_sql(s.definition, arg, f"{f}.{q('_ns_i')}", f"{f}.{q('_ns_n')}")
+                value = emit.user_aggregate_sql(s.definition, "_ns_x", "_ns_i", "_ns_n")
+            elif name == "distinct":
+                value = f"{p.upper()}(DISTINCT _ns_x)"
             else:
-                value = f"{name.upper()}({p}) WITHIN GROUP (ORDER BY {arg})" if p else f"MODE() WITHIN GROUP (ORDER BY {arg})"
-            aggs.append(f"CAST({_duckdb(value)} AS {s.type}) AS {q(s.column)}")
-    cols = [f"{r} AS {q(k.name)}" for r, k in zip(refs, view.keys)] + aggs
-    cond = f" WHERE {' AND '.join(where)}" if where else ""
-    return f"SELECT {', '.join(cols)} FROM {tables}{cond}" + (f" GROUP BY {', '.join(refs)}" if refs else "")
+                value = f"{name.upper()}({p}) WITHIN GROUP (ORDER BY _ns_x)" if p else "MODE() WITHIN GROUP (ORDER BY _ns_x)"
+            aggs.append((s.column, f"CAST({_duckdb(value)} AS {s.type}) AS {q(s.column)}"))
+        group = f" GROUP BY {', '.join(keys)}" if keys else ""
+        out.append((f"SELECT {', '.join(keys + [a for _, a in aggs])} FROM ({values}) AS v{group}", [c for c, _ in aggs]))
+    return out
 
 
 def _duckdb(sql: str) -> str:

@@ -58,9 +58,10 @@ def materialize_views(
     computed along that edge from an existing summary table instead of the base (nightshift apply)."""
     register_base(spark, lake, plan, state)
     views, copies = {}, {}
-    if only is not None:  # a view's auxiliary view is built with it (its definition comes from the view's)
-        own = {a.name for a in plan.auxiliary}
-        only = only | {r for v in plan.views if v.name in only for r in v.reads if r in own}
+    if only is not None:  # a view's auxiliary view is built with it, unless a view that stays reads it (shared: kept
+        own = {a.name for a in plan.auxiliary}  # up to date every night; a copy no view read since is stale)
+        kept = {r for v in plan.views if v.name not in only for r in v.reads}
+        only = only | {r for v in plan.views if v.name in only for r in v.reads if r in own and r not in kept}
     todo = [v for v in plan.lake_views if only is None or v.name in only]
     copied = {v.name for v in plan.copied_views}
     for view in plan.lake_views:  # plan order: a view after the views it reads

@@ -280,7 +280,7 @@ def _summary_delta(spark: SparkSession, view: View, step: ViewStep, changed: fro
             F.broadcast(exact).createOrReplaceTempView(emit.rel("exact", f"{view.name}_{arg.index}"))
         sd = spark.sql(to_dialect(emit.with_exact_minmax(view), "spark"))
     if view.has_holistic:  # every changed group's holistic values, from its auxiliary view's rows after the batch
-        sd = with_holistic_values(spark, view, sd, emit.rel("new", view.fact))
+        sd = with_holistic_values(spark, view, sd)
     columns = [k.name for k in view.keys] + [s.column for s in view.stored] + [emit.LOST]
     return sd.select(*[F.col(ident(c, "spark")) for c in columns])
 

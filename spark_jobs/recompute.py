@@ -22,19 +22,20 @@ def recompute_frame(spark: SparkSession, plan: Plan, view: View, state: str = "n
     aggregates, as materialize computes them); a recompute view's declared columns."""
     if view.incremental:  # shaped like its summary-delta (no group lost rows), so every reader finds its columns
         df = spark.sql(to_dialect(emit.materialize(view, state), "spark")).withColumn(emit.LOST, F.lit(0).cast("int"))
-        return with_holistic_values(spark, view, df, emit.rel(state, view.fact), every_group=True) \
-            if view.has_holistic else df
+        return with_holistic_values(spark, view, df, state, every_group=True) if view.has_holistic else df
     df = spark.sql(to_dialect(emit.recompute_sql(view, plan, state), "spark"))
     return df.toDF(*[o.name for o in view.outputs])
 
 
-def with_holistic_values(spark: SparkSession, view: View, sd: DataFrame, rows: str, every_group: bool = False
+def with_holistic_values(spark: SparkSession, view: View, sd: DataFrame, state: str = "new", every_group: bool = False
                          ) -> DataFrame:
-    """`sd` (a summary-delta, or the view's rows) with its holistic aggregates computed from `rows`, the
-    relation of its auxiliary view's rows (paper 002): for sd's groups only, unless every_group."""
+    """`sd` (a summary-delta, or the view's rows) with its holistic aggregates computed from its auxiliary
+    view's rows (paper 002) joined to its dimensions, both at `state` (__ns_<state>_<table>): for sd's
+    groups only, unless every_group."""
     sd.createOrReplaceTempView(emit.rel("hsd", view.name))
     changed = None if every_group else emit.rel("hsd", view.name)
-    spark.sql(to_dialect(emit.holistic_values(view, rows, changed), "spark")).createOrReplaceTempView(
+    values = emit.holistic_values(view, emit.rel(state, view.fact), changed, lambda d: emit.rel(state, d))
+    spark.sql(to_dialect(values, "spark")).createOrReplaceTempView(
         emit.rel("hol", view.name))
     return spark.sql(to_dialect(emit.with_holistic(view, emit.rel("hsd", view.name), emit.rel("hol", view.name)), "spark"))
 

@@ -113,7 +113,7 @@ def test_apply_builds_only_what_changed(tmp_path, spark, quiet, warehouse_url, b
         names |= {n.lower() for n in cycle.warehouse.engine.dialect.get_view_names(conn)}
     assert not {"sr_sales", "sr_sales__ns"} & names, names
     assert not {n for n in names if "__ns_aux" in n}, names  # the auxiliary view lives in the lake only
-    assert cycle.lake.current_base_dir("store_items__ns_aux") is not None
+    assert cycle.lake.current_base_dir(cycle.plan.view("store_items").reads[0]) is not None
     model_views = AFTER
     _check(cycle, model, model_views, "after apply")
     assert cycle.apply().skipped  # a rerun changes nothing
@@ -127,6 +127,22 @@ def test_apply_builds_only_what_changed(tmp_path, spark, quiet, warehouse_url, b
     for n in (4, 5):
         _night(cycle, root, gen, model, f"b{n:04d}")
         _check(cycle, model, model_views, f"batch b{n:04d}")
+
+    # a view that shares store_items' auxiliary view (paper 003: pos by item and store, not by region): apply builds
+    # its table from that view's lake copy, which stays the version the nights keep; store_items is untouched
+    aux = cycle.plan.view("store_items").reads[0]
+    version, items = cycle.lake.state().versions[aux], _stored(cycle, "store_items")
+    cycle.close()
+    shared = {**AFTER, "region_items": "CREATE VIEW region_items AS SELECT region, COUNT(DISTINCT pos.itemID) AS items "
+                                       "FROM pos JOIN stores ON pos.storeID = stores.storeID GROUP BY region"}
+    _write_views(root, shared)
+    cycle = Cycle(load_project(root), spark=spark, progress=quiet)
+    assert cycle.plan.view("region_items").reads == (aux,)
+    assert cycle.apply().details.added == ("region_items",)
+    assert cycle.lake.state().versions[aux] == version and _stored(cycle, "store_items") == items
+    _check(cycle, model, shared, "after the shared view")
+    _night(cycle, root, gen, model, "b0006")
+    _check(cycle, model, shared, "batch b0006")
     cycle.close()
 
 

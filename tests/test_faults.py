@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 
 from conftest import BACKENDS
-from harness import EXTENDED, FIGURE_1, BatchGenerator, Model, copy_project, make_project, run_nights, write_changes
+from harness import EXTENDED, FIGURE_1, SCHEMA_SQL, BatchGenerator, Model, copy_project, make_project, run_nights, \
+    write_changes
+from lattice.compile import compile_project
 from nightshift.config import load_project
 from nightshift.cycle import Cycle
 from nightshift.errors import InjectedCrash
@@ -19,12 +21,13 @@ VIEWS = {**FIGURE_1, "avg_price": EXTENDED["avg_price"],
                      "FROM SID_sales GROUP BY storeID",
          "distinct_items": "CREATE VIEW distinct_items AS SELECT storeID, COUNT(DISTINCT itemID) AS items, "
                            "SUM(qty) AS q, MEDIAN(itemID) AS mid_item FROM pos GROUP BY storeID"}
-COPIES = {"SID_sales", "best_day", "distinct_items__ns_aux"}
+AUX = compile_project(SCHEMA_SQL, {f"{n}.sql": sql for n, sql in VIEWS.items()}).view("distinct_items").reads[0]
+COPIES = {"SID_sales", "best_day", AUX}
 CRASH_POINTS = (  # every view's merge is in the one refresh transaction: three of them stand for all
-    ["propagate:after_view:SID_sales", "propagate:after_view:distinct_items__ns_aux"]
+    ["propagate:after_view:SID_sales", f"propagate:after_view:{AUX}"]
     + [f"refresh:after_merge:{v}" for v in ("SID_sales", "best_day", "distinct_items")]
     + ["refresh:before_commit", "apply-base:after_table:items", "apply-base:after_table:pos",
-       "apply-base:after_table:SID_sales", "apply-base:after_table:distinct_items__ns_aux", "after_refresh"]
+       "apply-base:after_table:SID_sales", f"apply-base:after_table:{AUX}", "after_refresh"]
 )
 # the lake-side steps (propagate, apply-base) do the same on either warehouse: PostgreSQL runs the points of
 # the steps that write to it, and one of propagate's

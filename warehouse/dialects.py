@@ -9,6 +9,7 @@ table by Figure 8 of paper 001.
 from __future__ import annotations
 
 import io
+from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
@@ -18,7 +19,7 @@ import sqlalchemy as sa
 
 import sqlglot
 
-from lattice.ir import StoredAggregate, View
+from lattice.ir import DISTINCT_COUNT, StoredAggregate, View
 from lattice.passes.normalize import served
 from lattice.refresh import delta_columns, fresh, merged, summary_columns
 from lattice.sql import duckdb_read_parquet, literal, to_dialect
@@ -128,7 +129,8 @@ class Dialect:
 
     # ------------------------------------------------------------ Figure 8
     def merge_delta(self, conn, view: View, delta: str, insert_only: bool = False) -> tuple[int, int, int, int]:
-        """Apply staged summary-delta `delta` to the view's summary table (Figure 8).
+        """Apply staged summary-delta `delta` to the view's summary table (Figure 8): each dialect does it in one
+        statement (MERGE, INSERT ... ON CONFLICT); this is the portable form.
 
         Classifies every delta group against the summary table once (new / existing / gone), then
         DELETE, UPDATE and INSERT. Returns (inserted, updated, deleted, broken) where broken counts
@@ -177,11 +179,15 @@ class Dialect:
         every delta group new). The proof is the cheap min-key check of 4.3: every delta value of
         that column is non-NULL and lies above the summary table's maximum or below its minimum
         (e.g. the night's sales are all for dates after the last one); "(empty table)" when the
-        summary table holds no rows. Reads the delta and one column aggregate per group-by column."""
+        summary table holds no rows. Reads the delta, and one column aggregate per group-by column of the
+        table only when no delta group loses rows (a night that deletes never reads the table here)."""
         d, t, cnt = q(delta), self.table(view), q("_ns_count")
         cols = [self.col(view, k.name) for k in view.keys]
         dsel = ["COUNT(*) AS all_rows", f"SUM(CASE WHEN {cnt} > 0 THEN 1 ELSE 0 END) AS positive",
                 f"SUM(CASE WHEN {cnt} < 0 THEN 1 ELSE 0 END) AS negative"]
+        rows, positive, negative = (int(x or 0) for x in self.run(conn, f"SELECT {', '.join(dsel)} FROM {d}").fetchone())
+        if negative:
+            return rows, positive, negative, None  # a group loses rows: not every group is new
         dsel += [f"COUNT({c}) = COUNT(*) AS n{i}, MIN({c}) AS lo{i}, MAX({c}) AS hi{i}" for i, c in enumerate(cols)]
         if self.min_key_check:
             tsel = ["COUNT(*) AS n"] + [f"MIN({c}) AS lo{i}, MAX({c}) AS hi{i}" for i, c in enumerate(cols)]
@@ -238,6 +244,34 @@ class DuckDBDialect(Dialect):
 
     def export_parquet(self, conn, view: View, path: Path) -> None:
         self.run(conn, f"COPY ({self.storage_select(view)}) TO {literal(str(path), 'duckdb')} (FORMAT PARQUET)")
+
+    def merge_delta(self, conn, view: View, delta: str, insert_only: bool = False) -> tuple[int, int, int, int]:
+        """Figure 8 as ONE MERGE: an emptied group deleted, an existing one updated by Figure 8's rule, a new
+        one inserted, and a delta group that removes rows from a group the table does not hold an error
+        (the transaction rolls back). DuckDB joins the delta with the summary table once (issue 21: the
+        classification join, then DELETE, UPDATE and INSERT joined it four times); RETURNING merge_action
+        counts what it did. `insert_only` (4.3): no delete clause, no MIN/MAX recompute."""
+        t, cnt = self.table(view), q("_ns_count")
+        lost = "FALSE" if insert_only else "d._ns_lost = 1"
+        sets = ", ".join(f"{q(s.column)} = {merged(view, s, 't', 'd', lost)}" for s in view.stored)
+        cols = [self.col(view, k.name) for k in view.keys] + [q(s.column) for s in view.stored]
+        vals = [f"d.{self.col(view, k.name)}" for k in view.keys] + [fresh(view, s, "d") for s in view.stored]
+        gone = "" if insert_only else f"WHEN MATCHED AND t.{cnt} + d.{cnt} = 0 THEN DELETE "
+        sql = (f"MERGE INTO {t} AS t USING {q(delta)} AS d ON {self.keys_match(view, 't', 'd')} {gone}"
+               f"WHEN MATCHED THEN UPDATE SET {sets} "
+               f"WHEN NOT MATCHED AND d.{cnt} < 0 THEN ERROR {literal(BROKEN, 'duckdb')} "
+               f"WHEN NOT MATCHED AND d.{cnt} > 0 THEN INSERT ({', '.join(cols)}) VALUES ({', '.join(vals)}) "
+               f"RETURNING merge_action")
+        try:
+            counts = Counter(action for action, in self.run(conn, sql).fetchall())
+        except sa.exc.DBAPIError as e:  # duckdb's ConstraintException: the ERROR clause
+            if BROKEN in str(e):
+                return 0, 0, 0, -1  # how many: the aborted transaction cannot tell
+            raise
+        return counts["INSERT"], counts["UPDATE"], counts["DELETE"], 0
+
+
+BROKEN = "nightshift: a summary-delta group removes rows from a group the summary table does not hold"
 
 
 class PostgresDialect(Dialect):
@@ -320,7 +354,7 @@ class PostgresDialect(Dialect):
         sets += ["_ns_lost = 0"] if lost else []
         # Values go in as the delta holds them (an existing group needs the raw SUM even when the
         # delta's COUNT(e) is 0); a new group whose COUNT(e) is 0 is fixed below (Figure 8's NULL).
-        nullable = [s for s in view.stored if s.kind in ("sum", "min", "max", "holistic")]
+        nullable = [s for s in view.stored if s.kind in ("sum", "min", "max", "holistic") and s.func != DISTINCT_COUNT]
         empty_new = " OR ".join(f"({q(view.stored_of('count', s.arg).column)} = 0 AND {q(s.column)} IS NOT NULL)"
                                 for s in nullable) or "FALSE"
         row = self.run(conn, 

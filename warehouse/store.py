@@ -371,8 +371,9 @@ class Warehouse:
         inserted, updated, deleted, broken = d.merge_delta(conn, view, "__ns_delta", insert_only=path == "insert_only")
         if broken:
             raise WarehouseError(
-                f"refresh {batch}: view {view.name}: {broken} summary-delta group(s) remove rows from groups the summary "
-                f"table does not hold; the summary table is out of sync with the base: run nightshift materialize"
+                f"refresh {batch}: view {view.name}: {'' if broken < 0 else f'{broken} '}summary-delta group(s) remove rows "
+                f"from groups the summary table does not hold; the summary table is out of sync with the base: run "
+                f"nightshift materialize (nothing of batch {batch} was applied)"
             )
         return {"delta_rows": inserted + updated + deleted, "inserted": inserted, "updated": updated, "deleted": deleted,
                 "path": path, "why": why, **exact}

@@ -16,6 +16,7 @@ from lattice.passes.parse_views import HAVING_AGGREGATE, HOLISTIC, ParsedView
 from lattice.sql import ident as q
 
 COUNT_STAR = "_ns_count"
+_HOLISTIC_TYPES = {"percentile_cont": "DOUBLE", "distinct count": "BIGINT", "distinct sum": "SUM", "distinct avg": "DOUBLE"}
 
 
 def normalize(parsed: ParsedView) -> View:
@@ -41,7 +42,8 @@ def normalize(parsed: ParsedView) -> View:
         key = (f"{HOLISTIC}:{func}", arg.index)
         if key not in needed:
             n = sum(1 for k in needed if k[0].startswith(HOLISTIC)) + 1
-            t = "DOUBLE" if func.startswith("percentile_cont") else arg.type  # what every engine returns
+            t = _HOLISTIC_TYPES.get(func.split(" ")[0] if func.startswith("percentile") else func, arg.type)
+            t = types.sum_type(arg.type) if t == "SUM" else t  # what every engine returns
             t, definition = (agg.user.type, agg.user.sql) if agg.user is not None else (t, "")
             needed[key] = StoredAggregate(HOLISTIC, f"_ns_hol_{arg.index}_{n}", arg.index, t, func, definition)
         return needed[key]

@@ -24,7 +24,7 @@ from lattice.passes.functions import nondeterministic
 
 AGGREGATES = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max"}
 HAVING_AGGREGATE = "__ns_agg__"  # HAVING's aggregates become columns named __ns_agg__<output> (normalize maps them)
-AUXILIARY_SUFFIX = "__ns_aux"  # the auxiliary view of view V is V__ns_aux (lattice/passes/auxiliary.py)
+AUXILIARY_SUFFIX = "__ns_aux"  # an auxiliary view's name ends with it (lattice/passes/auxiliary.py)
 HOLISTIC = "holistic"  # ParsedAggregate.func prefix of a holistic aggregate: "holistic:<function>" (holistic())
 
 
@@ -127,6 +127,25 @@ def parse_view(statement: ViewStatement, schema: Schema, views: frozenset[str] =
     """`views`: the lower-case names of every summary view of the project (a view may read another);
     `aggregates`: the user-defined aggregates of nightshift.toml [aggregates]."""
     return _ViewParser(statement, schema, views, aggregates).parse()
+
+
+def fact_of(statement: ViewStatement, schema: Schema, views: frozenset[str] = frozenset()) -> str | None:
+    """The fact table of a view: the root of its tree of foreign-key joins; None when its FROM is not such
+    a tree of declared tables (parse_view then says why)."""
+    select = statement.query
+    if not isinstance(select, exp.Select):
+        return None
+    parser = _ViewParser(statement, schema, views)
+    try:
+        parser._collect_tables(select)
+        return parser._join_tree(parser._joins_and_filters(select)[0])[0]
+    except UnsupportedView:
+        return None
+
+
+def is_auxiliary(table: str) -> bool:
+    """A table that is an auxiliary view (lattice/passes/auxiliary.py): rows of a fact grouped, weighted."""
+    return table.lower().endswith(AUXILIARY_SUFFIX)
 
 
 class _ViewParser:
@@ -406,6 +425,9 @@ class _ViewParser:
 
     def _aggregate(self, output: str, func: str, node: exp.Expression, declared: bool = True) -> ParsedAggregate:
         arg = node.this
+        if isinstance(arg, exp.Distinct) and len(arg.expressions) == 1 and func in ("count", "sum", "avg") \
+                and is_auxiliary(self.fact):  # over an auxiliary view: each changed group's value from its rows
+            return self._holistic(output, f"distinct {func}", arg.expressions[0], node)
         if isinstance(arg, exp.Distinct) or node.args.get("distinct"):
             raise self.not_incremental(f"{func.upper()}(DISTINCT ...) in {output} (a holistic aggregate)")
         if func == "count" and (arg is None or isinstance(arg, exp.Star)):
@@ -429,7 +451,7 @@ class _ViewParser:
             raise self.invalid(f"{output}: {_func_name(node.this if isinstance(node, exp.WithinGroup) else node)} of "
                                f"a {arg_type} interpolates differently in each engine (DuckDB keeps the {arg_type}, "
                                f"Spark and PostgreSQL give a DOUBLE); write it over {fix}")
-        if not self.fact.lower().endswith(AUXILIARY_SUFFIX):
+        if not is_auxiliary(self.fact):
             raise self.not_incremental(f"{_func_name(node.this if isinstance(node, exp.WithinGroup) else node)} in "
                                        f"{output} (a holistic aggregate)")
         user = user_aggregate(func.split()[1], self.aggregates) if func.startswith("uda ") else None
