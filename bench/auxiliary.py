@@ -6,7 +6,7 @@ Three projects over the same --pos rows and the same update-generating night of 
 
 1. Figure 1's four views alone (the baseline the view adds to);
 2. + `store_items` (the number of distinct items each store sold, and its sales) kept in auxiliary mode:
-   over its auxiliary view store_items__ns_aux (per store, each item with its multiplicity), in the lake;
+   over its auxiliary view (pos grouped by storeID and itemID, with the multiplicity), in the lake;
 3. + the same view kept by recompute (`[views] store_items = "recompute"`): Spark over the base.
 
 Propagate and window per project (the view's cost is the difference to project 1), the rows
@@ -36,7 +36,6 @@ from runtime.lake import parquet_rows
 NAME = "store_items"
 VIEW = (f"CREATE VIEW {NAME} AS SELECT storeID, COUNT(DISTINCT itemID) AS items, COUNT(*) AS sales "
         f"FROM pos GROUP BY storeID\n")
-AUX = f"{NAME}__ns_aux"
 KINDS = ("figure1", "auxiliary", "recompute")
 
 
@@ -52,7 +51,7 @@ def night(root: Path, rows: int, fraction: float, kind: str) -> dict:
 def _sizes(cycle: Cycle) -> dict:
     """The auxiliary view's rows and bytes in the lake after the night, and the naive auxiliary data's
     rows (every pos row) and bytes (pos's storeID and itemID columns, from the Parquet footers)."""
-    return sizes(cycle, AUX, ("storeID", "itemID"))
+    return sizes(cycle, cycle.plan.view(NAME).reads[0], ("storeID", "itemID"))
 
 
 def sizes(cycle: Cycle, aux_view: str, columns: tuple[str, ...]) -> dict:
@@ -73,9 +72,10 @@ def sizes(cycle: Cycle, aux_view: str, columns: tuple[str, ...]) -> dict:
 
 def write_report(out: Path, args, load: float, r: dict) -> None:
     base, aux, rec = r["figure1"], r["auxiliary"], r["recompute"]
+    aux_view = aux["reads"][NAME][0]  # the auxiliary view's name, from the plan
 
     def row(label: str, x: dict) -> str:
-        return report_row(label, x, base, NAME, ("base pos", "copy " + AUX))
+        return report_row(label, x, base, NAME, ("base pos", "copy " + aux_view))
 
     lines = [
         "# DISTINCT aggregates: auxiliary mode vs recompute (bench/auxiliary.py, issue 19)",
@@ -92,7 +92,7 @@ def write_report(out: Path, args, load: float, r: dict) -> None:
         f"rows of pos read | rows of the auxiliary view read |",
         "|---|---|---|---|---|---|---|---|",
         f"| Figure 1's four views | {base['propagate']:.1f} | | {base['refresh']:.2f} | | | {read(base, 'base pos')} | |",
-        row(f"+ {NAME}, {aux['modes'].get(NAME)} mode (over {AUX}, in the lake)", aux),
+        row(f"+ {NAME}, {aux['modes'].get(NAME)} mode (over {aux_view}, in the lake)", aux),
         row(f"+ {NAME}, {rec['modes'].get(NAME)} mode (Spark, over the base)", rec),
         "",
         f"The auxiliary view after the night: {aux['aux_rows']:,} rows, {aux['aux_bytes'] / 1e6:.1f} MB of Parquet; "

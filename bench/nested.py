@@ -43,19 +43,24 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def compare_kinds(argv, name: str, doc: str, report: str, kinds: tuple[str, ...], night, write_report) -> int:
-    """python -m bench.<name> [--pos N] [--fraction F] [--work DIR] [--out FILE]: a warm-up night of
-    kinds[1], then night(work/kind, pos, fraction, kind) for every kind, reported by write_report."""
+    """python -m bench.<name> [--pos N] [--fraction F] [--kinds A,B] [--work DIR] [--out FILE]: a warm-up
+    night of kinds[1], then night(work/kind, pos, fraction, kind) for every kind (or those --kinds names),
+    reported by write_report."""
     p = argparse.ArgumentParser(prog=f"python -m bench.{name}", description=doc.split("\n\n")[0])
     p.add_argument("--pos", type=int, default=10_000_000, help="pos rows before the night")
     p.add_argument("--fraction", type=float, default=0.001, help="changes of the night, as a fraction of --pos")
+    p.add_argument("--kinds", default=",".join(kinds), help=f"the projects to run, of {','.join(kinds)}")
     p.add_argument("--work", default=str(HERE / "out" / name))
     p.add_argument("--out", default=str(HERE / report))
     args = p.parse_args(argv)
+    chosen = [k for k in args.kinds.split(",") if k]
+    if unknown := sorted(set(chosen) - set(kinds)):
+        p.error(f"--kinds: unknown {', '.join(unknown)} (known: {', '.join(kinds)})")
     load = os.getloadavg()[0]
     work = Path(args.work)
     shutil.rmtree(work, ignore_errors=True)
     night(work / "warm-up", 20_000, args.fraction, kinds[1])  # JVM and Spark warm before the first clock
-    results = {kind: night(work / kind, args.pos, args.fraction, kind) for kind in kinds}
+    results = {kind: night(work / kind, args.pos, args.fraction, kind) for kind in kinds if kind in chosen}
     write_report(Path(args.out), args, load, results)
     print(f"wrote {args.out}")
     return 0
@@ -83,7 +88,8 @@ def measured_night(root: Path, rows: int, fraction: float, measure=None) -> dict
     out = {"propagate": propagate.seconds, "refresh": refresh.seconds, "changes": plan.info.rows,
            "sd_rows": {d.view: d.rows for d in manifest.deltas},
            "modes": {s.view: s.mode if s.mode == "recompute" else cycle.plan.view(s.view).mode for s in plan.views},
-           "rows_read": {r.source: r.rows for r in (getattr(manifest, "rows_read", None) or ())}}
+           "rows_read": {r.source: r.rows for r in (getattr(manifest, "rows_read", None) or ())},
+           "reads": {v.name: list(v.reads) for v in cycle.plan.views if v.reads}}  # auxiliary views by name
     if measure is not None:
         out.update(measure(cycle))
     cycle.close()

@@ -312,3 +312,19 @@ def test_batch_breaking_a_declared_dependency(project, spark):
     other = "south" if region != "south" else "north"  # another store keeps (city, region)
     write_changes(root, "b0002", {"stores": [("delete", store), ("insert", (store[0], city, other))]})
     expect_refused(spark, root, "b0002", BadChangeBatch, "b0002", "stores", "city -> region", repr(city))
+
+
+def test_a_summary_table_out_of_sync_is_refused_and_nothing_is_applied(project, spark):
+    """A group deleted from a summary table behind nightshift's back: the night's delete of that group's sale
+    cannot be merged; refresh names the batch, the view and the way out, and leaves every table as it was."""
+    root, model = project
+    row = next(r for r in model.tables["pos"] if r[2] is not None)
+    cycle = Cycle(load_project(root), spark=spark, progress=lambda _: None)
+    view = cycle.plan.view("SID_sales")
+    with cycle.warehouse.engine.begin() as conn:
+        conn.exec_driver_sql(f'DELETE FROM "{cycle.warehouse.storage_name(view)}" WHERE "storeID" = {row[0]} '
+                             f'AND "itemID" = {row[1]} AND "date" = DATE \'{row[2].isoformat()}\'')
+    cycle.close()
+    write_changes(root, "b0002", {"pos": [("delete", row)]})
+    expect_refused(spark, root, "b0002", WarehouseError, "refresh b0002", "view SID_sales", "out of sync",
+                   "nightshift materialize", "nothing of batch b0002 was applied")

@@ -24,9 +24,8 @@ MAPPED = ("sCD_sales", "SiC_sales", "sR_sales", "revenue")
 VIEWS |= {"store_items": "CREATE VIEW store_items AS SELECT storeID, COUNT(DISTINCT itemID) AS items FROM pos "
                          "GROUP BY storeID",
           "region_items": "CREATE VIEW region_items AS SELECT region, COUNT(DISTINCT pos.itemID) AS items "
-                          "FROM pos JOIN stores ON pos.storeID = stores.storeID GROUP BY region",
-          "region_qty": "CREATE VIEW region_qty AS SELECT region, MEDIAN(qty) AS med, COUNT(DISTINCT qty) AS kinds "
-                        "FROM pos JOIN stores ON pos.storeID = stores.storeID GROUP BY region"}
+                          "FROM pos JOIN stores ON pos.storeID = stores.storeID GROUP BY region"}
+# (a holistic aggregate over the same kind of map, MEDIAN by region, is test_holistic's region_price)
 
 
 def _with_maps(root, names=MAPPED) -> None:
@@ -59,10 +58,9 @@ def test_mapped_views_stay_exact_and_a_dimension_night_reads_no_fact_row(tmp_pat
     assert manifest.read("copy", cycle.plan.view("sCD_sales").reads[0]).rows > 0, manifest.rows_read
     shared = cycle.plan.view("store_items").reads
     assert shared == cycle.plan.view("region_items").reads  # one auxiliary view: pos by (itemID, storeID)
-    for aux in (shared[0], cycle.plan.view("region_qty").reads[0]):
-        assert manifest.delta(aux).rows == 0, aux  # the dimension change leaves the auxiliary views as they were
+    assert manifest.delta(shared[0]).rows == 0, shared  # the dimension change leaves the auxiliary view as it was
 
-    for n in range(3, 5):  # random nights: mixed, dimension changes, groups vanishing and coming back
+    for n in (3,):  # a random night after it: mixed fact and dimension changes (the suite's budget: one)
         changes = gen.night()
         write_changes(root, f"b{n:04d}", changes)
         cycle.run(f"b{n:04d}")
