@@ -136,7 +136,8 @@ def run(root: Path, rows: int, fraction: float, kind: str) -> dict:
     if kind == "today":
         out["rematerialize"] = rematerialize(cycle)[0]
         out["duckdb"] = duckdb_recompute(cycle)
-    out["maps"] = {a.name: _rows(cycle, a.name) for a in cycle.plan.auxiliary}
+    out["maps"] = {f"{a.name} (for {', '.join(v.name for v in cycle.plan.views if a.name in v.reads)})":
+                   _rows(cycle, a.name) for a in cycle.plan.auxiliary}
     cycle.close()
     shutil.rmtree(root / "lake" / "base", ignore_errors=True)
     return out
