@@ -187,7 +187,7 @@ def test_holistic_views_equal_recomputation_night_after_night(tmp_path, spark, q
     moved = next(r for r in model.tables["stores"] if r[0] == store)
     other = next(r[2] for r in model.tables["stores"] if r[2] != moved[2])
     _night(cycle, root, model, "h0007", {"stores": [("delete", moved), ("insert", (moved[0], "Moved City", other))]})
-    for n in range(1, 3):
+    for n in range(1, 2):  # a random night after the pinned ones (the suite budget: one)
         _night(cycle, root, model, f"r{n:04d}", gen.night())
     for batch in ("h0004", "h0007"):
         steps = {s.view: s for s in cycle.lake.read_manifest(batch).night.views}
