@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 
 from bench.auxiliary import ROWS_READ_NOTE, sizes
+from bench.measure import readers
 from bench.modes import run_line
 from bench.nested import compare_kinds, measured_night, read
 from nightshift.cycle import Cycle
@@ -73,11 +74,8 @@ def night(root: Path, rows: int, fraction: float, kind: str) -> dict:
 def _sizes(cycle: Cycle) -> dict:
     """Each auxiliary view's rows and bytes in the lake after the night, and the naive auxiliary data's
     rows (every pos row) and bytes (the two pos columns the view reads, from the Parquet footers)."""
-    out = {}
-    for name, columns in COLUMNS.items():
-        aux = cycle.plan.view(name).reads[0]
-        out.setdefault(aux, sizes(cycle, aux, columns) | {"views": []})["views"].append(name)
-    return {"sizes": out}
+    kept = {cycle.plan.view(name).reads[0]: columns for name, columns in COLUMNS.items()}  # each shared one once
+    return {"sizes": {aux: sizes(cycle, aux, columns) | {"views": readers(cycle, aux)} for aux, columns in kept.items()}}
 
 
 def write_report(out: Path, args, load: float, r: dict) -> None:
@@ -86,12 +84,13 @@ def write_report(out: Path, args, load: float, r: dict) -> None:
     aux_names = sorted({a for x in r.values() for v in (*VIEWS, "SiC_sales") for a in x["reads"].get(v, ())})
     sources = ["base pos"] + [f"copy {a}" for a in aux_names]
 
+    def vs(x: dict, key: str, fmt: str) -> str:  # the difference to Figure 1's project, when it ran
+        return f"{x[key] - base[key]:+{fmt}}" if base else ""
+
     def row(label: str, x: dict) -> str:
         deltas = ", ".join(f"{x['sd_rows'].get(n, 0):,}" for n in VIEWS)
-        diff = (lambda a, b, f: f"{a - b:+{f}}") if base else (lambda a, b, f: "")
-        return (f"| {label} | {x['propagate']:.1f} | {diff(x['propagate'], base and base['propagate'], '.1f')} | "
-                f"{x['refresh']:.2f} | {diff(x['refresh'], base and base['refresh'], '.2f')} | {deltas} | "
-                + " | ".join(read(x, s) for s in sources) + " |")
+        return (f"| {label} | {x['propagate']:.1f} | {vs(x, 'propagate', '.1f')} | {x['refresh']:.2f} | "
+                f"{vs(x, 'refresh', '.2f')} | {deltas} | " + " | ".join(read(x, s) for s in sources) + " |")
 
     def modes(x: dict) -> str:
         return "/".join(sorted({x["modes"].get(n, "?") for n in VIEWS}))
@@ -133,6 +132,7 @@ def write_report(out: Path, args, load: float, r: dict) -> None:
         ]
     lines += ["", ROWS_READ_NOTE, ""]
     out.write_text("\n".join(lines))
+
 
 if __name__ == "__main__":
     sys.exit(main())

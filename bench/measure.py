@@ -30,6 +30,11 @@ from spark_jobs.materialize import materialize
 from lattice.refresh import delta_columns, summary_columns
 
 
+def readers(cycle: Cycle, name: str) -> list[str]:
+    """The views that read the lake view `name` (an auxiliary view or map: more than one when shared)."""
+    return [v.name for v in cycle.plan.views if name in v.reads]
+
+
 def rematerialize(cycle: Cycle) -> tuple[float, dict]:
     """Seconds and per-view {rows, parent} of Spark's recompute along the lattice plus the warehouse load."""
     t = time.perf_counter()

@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bench.measure import bare_merge, duckdb_recompute, rematerialize
+from bench.measure import bare_merge, duckdb_recompute, readers, rematerialize
 from bench.modes import run_line
 from nightshift.config import load_project
 from nightshift.cycle import Cycle
@@ -136,8 +136,7 @@ def run(root: Path, rows: int, fraction: float, kind: str) -> dict:
     if kind == "today":
         out["rematerialize"] = rematerialize(cycle)[0]
         out["duckdb"] = duckdb_recompute(cycle)
-    out["maps"] = {f"{a.name} (for {', '.join(v.name for v in cycle.plan.views if a.name in v.reads)})":
-                   _rows(cycle, a.name) for a in cycle.plan.auxiliary}
+    out["maps"] = {f"{a.name} (for {', '.join(readers(cycle, a.name))})": _rows(cycle, a.name) for a in cycle.plan.auxiliary}
     cycle.close()
     shutil.rmtree(root / "lake" / "base", ignore_errors=True)
     return out

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from harness import ARROW, FIGURE_1, BatchGenerator, Model, make_project, write_changes
+from lattice.sql import ident, literal
 from nightshift.errors import BadChangeBatch, BatchOrderError, ConfigError, UnsupportedView, WarehouseError
 from nightshift.config import load_project
 from nightshift.cycle import Cycle
@@ -321,9 +322,9 @@ def test_a_summary_table_out_of_sync_is_refused_and_nothing_is_applied(project, 
     row = next(r for r in model.tables["pos"] if r[2] is not None)
     cycle = Cycle(load_project(root), spark=spark, progress=lambda _: None)
     view = cycle.plan.view("SID_sales")
+    group = " AND ".join(f"{ident(c)} = {literal(x)}" for c, x in zip(("storeID", "itemID", "date"), row))
     with cycle.warehouse.engine.begin() as conn:
-        conn.exec_driver_sql(f'DELETE FROM "{cycle.warehouse.storage_name(view)}" WHERE "storeID" = {row[0]} '
-                             f'AND "itemID" = {row[1]} AND "date" = DATE \'{row[2].isoformat()}\'')
+        conn.exec_driver_sql(f"DELETE FROM {ident(cycle.warehouse.storage_name(view))} WHERE {group}")
     cycle.close()
     write_changes(root, "b0002", {"pos": [("delete", row)]})
     expect_refused(spark, root, "b0002", WarehouseError, "refresh b0002", "view SID_sales", "out of sync",
