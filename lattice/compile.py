@@ -24,6 +24,8 @@ from lattice import emit
 from lattice.errors import ConfigError, NotIncremental, UnsupportedView
 from lattice.ir import MAINTAIN, FunctionalDependency, Plan, Schema, UserAggregate, View
 from lattice.passes.auxiliary import fact_map, without_distinct
+from lattice.passes.choose_extremes import AUX_SHARE, auxiliary_rows, prefer_auxiliary
+from lattice.passes.choose_parents import Statistics
 from lattice.passes.functions import check_functions, nondeterministic
 from lattice.passes.nested import with_view_tables
 from lattice.passes.normalize import normalize
@@ -40,12 +42,15 @@ def compile_project(
     schema_file: str = "sql/schema.sql",
     maintain: tuple[tuple[str, str], ...] = (),
     aggregates: tuple[UserAggregate, ...] = (),
+    statistics: tuple[tuple[str, int], ...] = (),
 ) -> Plan:
     """Compile a project's schema and summary views (file name -> SQL text) into a Plan.
-    maintain: nightshift.toml [views] as (view name, "auto" | "incremental" | "recompute") pairs;
-    aggregates: its [aggregates] (user-defined aggregates)."""
+    maintain: nightshift.toml [views] as (view name, "auto" | "incremental" | "delta" | "recompute" | ...) pairs;
+    aggregates: its [aggregates] (user-defined aggregates); statistics: its [statistics] as ("table",
+    rows) and ("table.column", distinct values) pairs (lattice/passes/choose_extremes.py)."""
     check_user_aggregates(aggregates)
     schema = parse_schema(schema_sql, schema_file)
+    stats = declared_statistics(statistics, schema)
     statements = [read_view(text, file) for file, text in sorted(view_files.items())]
     names = frozenset(s.name.lower() for s in statements)
     settings = _settings(maintain, names)
@@ -55,7 +60,7 @@ def compile_project(
     for st in view_order(statements, names):
         read = [compiled[n] for n in _reads(st, names) if compiled[n].incremental]
         view, aux = compile_view(st, with_view_tables(schema, read), names, settings.get(st.name.lower(), "auto"),
-                                 aggregates)
+                                 aggregates, dependencies, stats)
         compiled[st.name.lower()] = view
         auxiliary += [(a, st.name) for a in aux]
     views = tuple(compiled[s.name.lower()] for s in view_order(statements, names))
@@ -66,7 +71,7 @@ def compile_project(
     schema = with_view_tables(schema, [v for v in (*auxiliary, *views) if v.name.lower() in read])
     digest = hashlib.sha256()
     for part in [schema_sql, *(f"{f}\0{t}" for f, t in sorted(view_files.items())), repr(dependencies), repr(maintain),
-                 *([repr(aggregates)] if aggregates else [])]:
+                 *([repr(aggregates)] if aggregates else []), *([repr(sorted(statistics))] if statistics else [])]:
         digest.update(part.encode())
         digest.update(b"\0")
     return Plan(schema=schema, views=views, dependencies=dependencies, fingerprint=digest.hexdigest()[:16],
@@ -74,12 +79,15 @@ def compile_project(
 
 
 def compile_view(statement: ViewStatement, schema: Schema, names: frozenset[str], maintain: str = "auto",
-                 aggregates: tuple[UserAggregate, ...] = ()) -> tuple[View, tuple[View, ...]]:
+                 aggregates: tuple[UserAggregate, ...] = (), dependencies: tuple[FunctionalDependency, ...] = (),
+                 stats: Statistics | None = None) -> tuple[View, tuple[View, ...]]:
     """The view in the cheapest mode that keeps it exactly: delta when paper 001's rules cover it
-    (nested when its fact table is another summary view), auxiliary when its DISTINCT and holistic
-    aggregates are kept over an auxiliary view (returned beside it, lake only), else recompute (with
-    the reason); [views] <name> = "incremental" makes the latter an error, and so does a user-defined
-    aggregate (no engine evaluates it: nightshift does, over the auxiliary view)."""
+    (nested when its fact table is another summary view; auxiliary when it has MIN/MAX and an
+    auxiliary view of their values is estimated much smaller than the fact table it would otherwise
+    read, lattice/passes/choose_extremes.py), auxiliary when its DISTINCT and holistic aggregates are
+    kept over an auxiliary view (returned beside it, lake only), else recompute (with the reason);
+    [views] <name> = "incremental" makes the latter an error, and so does a user-defined aggregate (no
+    engine evaluates it: nightshift does, over the auxiliary view)."""
     where = f"{statement.file}: view {statement.name}"
     check_functions(statement.query, where, frozenset(a.name.lower() for a in aggregates))
     if maintain == "auxiliary":
@@ -89,6 +97,9 @@ def compile_view(statement: ViewStatement, schema: Schema, names: frozenset[str]
     try:
         view = normalize(parse_view(statement, schema, names, aggregates))
     except NotIncremental as e:
+        if maintain == "delta":
+            raise NotIncremental(f"{e}; nightshift.toml [views] {statement.name} = \"delta\" keeps paper 001's delta "
+                                 f"mode only (use \"incremental\" to allow the auxiliary mode)") from None
         plain = _without_distinct(statement, schema, names) if maintain != "recompute" else None
         if plain is not None:
             return replace(plain, maintain=maintain), ()
@@ -110,7 +121,61 @@ def compile_view(statement: ViewStatement, schema: Schema, names: frozenset[str]
     if inner is not None:
         view = replace(view, mode="nested", reads=(inner,),
                        reason=f"reads {inner}'s summary-delta as updates (paper 000, 6) and its lake copy")
+    elif view.incremental and view.has_min_max and maintain in ("auto", "incremental", "delta"):
+        return _extremes(view, statement, schema, names, maintain, dependencies, stats or Statistics())
     return replace(view, maintain=maintain), ()
+
+
+def _extremes(view: View, statement: ViewStatement, schema: Schema, names: frozenset[str], maintain: str,
+              dependencies: tuple[FunctionalDependency, ...], stats: Statistics) -> tuple[View, tuple[View, ...]]:
+    """A delta-mode view with MIN/MAX over a base fact table: exact MIN/MAX of a group that lost rows from
+    the base, or from an auxiliary view of the arguments' values where that is estimated much smaller
+    (lattice/passes/choose_extremes.py); the reason gives both sizes."""
+    fns = ", ".join(dict.fromkeys(f"{s.kind.upper()}" for s in view.stored if s.kind in ("min", "max")))
+    kept = _auxiliary(statement, schema, names, (), grouped=True) if maintain != "delta" else None
+    if kept is None:
+        why = (f'nightshift.toml [views] {statement.name} = "delta" keeps paper 001\'s delta mode alone'
+               if maintain == "delta" else "no auxiliary view covers it: that needs GROUP BY and COUNT, SUM, MIN or "
+                                          "MAX of the fact's columns only")
+        return replace(view, maintain=maintain, reason=f"{fns} of a group that lost its extreme read from the base "
+                                                       f"{view.fact} on a night with deletes ({why})"), ()
+    outer, aux = kept
+    rows, fact_rows, basis = auxiliary_rows(aux[0], schema, dependencies, stats)
+    sizes = f"~{rows:,} rows (its groups and {fns} argument values) against {fact_rows:,} of {view.fact} ({basis})"
+    if not prefer_auxiliary(rows, fact_rows):
+        return replace(view, maintain=maintain, reason=(
+            f"{fns} of a group that lost its extreme read from the base {view.fact} on a night with deletes: an "
+            f"auxiliary view would hold {sizes}, more than 1/{AUX_SHARE} of it (nightshift.toml [statistics] refines "
+            f'the estimate; [views] {statement.name} = "auxiliary" forces the auxiliary view)')), ()
+    return replace(outer, maintain=maintain, reason=(
+        f"{fns} kept through the auxiliary view {aux[0].name} (paper 002): a group whose extreme is deleted is "
+        f"recomputed from its lake copy, never from the base; it holds {sizes}, at most 1/{AUX_SHARE} of it "
+        f'([views] {statement.name} = "delta" reads the base instead)')), aux
+
+
+def declared_statistics(statistics: tuple[tuple[str, int], ...], schema: Schema) -> Statistics:
+    """nightshift.toml [statistics]: ("table", rows) and ("table.column", distinct values), each checked
+    against the schema and spelled as it declares them."""
+    rows: dict[str, int] = {}
+    distinct: dict[str, int] = {}
+    for name, n in statistics:
+        where = f"nightshift.toml: [statistics] {name} = {n!r}"
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ConfigError(f"{where}: a positive whole number of rows (or of distinct values) is needed")
+        table_name, _, column_name = name.partition(".")
+        table = schema.table(table_name)
+        if table is None or table.view is not None:
+            raise ConfigError(f"{where}: no table {table_name} in the schema (tables: "
+                              f"{', '.join(t.name for t in schema.base_tables)})")
+        if not column_name:
+            rows[table.name] = n
+            continue
+        column = table.column(column_name)
+        if column is None:
+            raise ConfigError(f"{where}: table {table.name} has no column {column_name} (it has "
+                              f"{', '.join(table.column_names)})")
+        distinct[f"{table.name}.{column.name}"] = n
+    return Statistics.of(table_rows=rows, distinct=distinct)
 
 
 def _extremes_through_auxiliary(statement: ViewStatement, schema: Schema, names: frozenset[str],

@@ -175,7 +175,7 @@ class Output:
 
 
 MODES = ("delta", "auxiliary", "nested", "recompute")  # how a view is kept (DESIGN.md: "four modes")
-MAINTAIN = ("auto", "incremental", "recompute", "auxiliary", "map")  # nightshift.toml [views] <name> = ...
+MAINTAIN = ("auto", "incremental", "delta", "recompute", "auxiliary", "map")  # nightshift.toml [views] <name> = ...
 
 
 @dataclass(frozen=True)
@@ -195,7 +195,8 @@ class View:
     having: str | None = None  # HAVING as neutral SQL over the storage table's columns: the serving view's filter
     mode: str = "delta"  # MODES: how the plan keeps the view
     reason: str = ""  # why that mode (the construct that no incremental rule covers, and where)
-    # MAINTAIN: [views] in nightshift.toml (incremental: never recompute; recompute: always; auxiliary: MIN/MAX
+    # MAINTAIN: [views] in nightshift.toml (incremental: never recompute; delta: never recompute, and MIN/MAX of a
+    # group that lost rows from the base (paper 001 alone); recompute: always; auxiliary: MIN/MAX
     # through an auxiliary view, so a deleted extreme is recomputed from it, never from the base; map: over a
     # higher-order delta map of its fact table, so a dimension change never reads the fact table)
     maintain: str = "auto"

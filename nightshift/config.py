@@ -55,9 +55,11 @@ class Project:
     settings: dict
     warehouse_conn_id: str = ""  # [warehouse] airflow_conn_id: DAG tasks take the URL from this Airflow connection
     options: Options = Options()  # the method's switches ([refresh] new_keys and NIGHTSHIFT_* flags), read once
-    maintain: tuple[tuple[str, str], ...] = ()  # [views] name = "auto" | "incremental" | "recompute" | "auxiliary" | "map"
+    maintain: tuple[tuple[str, str], ...] = ()  # [views] name = "auto" | "incremental" | "delta" | "recompute" | "auxiliary" | "map"
     aggregates: tuple[UserAggregate, ...] = ()  # [aggregates] name = { sql = "...", type = "DOUBLE" }
     partition_by: tuple[tuple[str, str], ...] = ()  # [lake] partition_by = { pos = "date" }: months of a date column
+    # [statistics] pos = 10000000, items = { rows = 1000, category = 10 }: as ("pos", rows), ("items.category", distinct)
+    statistics: tuple[tuple[str, int], ...] = ()
 
     @cached_property
     def partitions(self) -> dict[str, str]:
@@ -92,7 +94,7 @@ class Project:
             raise ConfigError(f"{self.root / 'sql' / 'summaries'}: no summary views (*.sql) found")
         files = {str(p.relative_to(self.root)): p.read_text() for p in summaries}
         plan = compile_project(schema_file.read_text(), files, self.dependencies, "sql/schema.sql", self.maintain,
-                               self.aggregates)
+                               self.aggregates, self.statistics)
         check_views(plan)
         return plan
 
@@ -135,7 +137,24 @@ def load_project(root: str | Path) -> Project:
         maintain=_maintain(data.get("views", {}), toml_file),
         aggregates=_aggregates(data.get("aggregates", {}), toml_file),
         partition_by=_partition_by(data.get("lake", {}).get("partition_by", {}), toml_file),
+        statistics=_statistics(data.get("statistics", {}), toml_file),
     )
+
+
+def _statistics(section, file: Path) -> tuple[tuple[str, int], ...]:
+    """[statistics] table = rows, or table = { rows = N, column = distinct values, ... }: what the plan
+    estimates sizes with (the compiler checks the names against the schema)."""
+    out = []
+    for table, value in section.items() if isinstance(section, dict) else ():
+        for key, n in (value.items() if isinstance(value, dict) else [("rows", value)]):
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise ConfigError(f"{file}: [statistics] {table}{'' if key == 'rows' else '.' + key} must be a positive "
+                                  f"whole number (rows of a table, or distinct values of a column), got {n!r}")
+            out.append((table if key == "rows" else f"{table}.{key}", n))
+    if not isinstance(section, dict):
+        raise ConfigError(f"{file}: [statistics] must be a table like pos = 10000000 or items = {{ rows = 1000, "
+                          f"category = 10 }}, got {section!r}")
+    return tuple(out)
 
 
 def _partition_by(section, file: Path) -> tuple[tuple[str, str], ...]:
@@ -166,7 +185,8 @@ def _maintain(section: dict, file: Path) -> tuple[tuple[str, str], ...]:
     out = []
     for name, value in section.items():
         if not isinstance(value, str):
-            raise ConfigError(f'{file}: [views] {name} must be "auto", "incremental", "recompute" or "auxiliary", '
+            raise ConfigError(f'{file}: [views] {name} must be "auto", "incremental", "delta", "recompute", "auxiliary" '
+                              f'or "map", '
                               f'got {value!r}')
         out.append((name, value))
     return tuple(out)

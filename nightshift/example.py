@@ -57,6 +57,14 @@ stores = ["city -> region"]
 # [views]
 # SiC_sales = "auxiliary"
 
+# Sizes the plan estimates with (rows of a table, distinct values of a column); e.g. it keeps a view's
+# MIN/MAX through an auxiliary view where that is at most a quarter of the fact table. README: "Where a
+# deleted MIN/MAX comes from".
+# [statistics]
+# pos = 10_000_000
+# stores = 100
+# items = {{ rows = 1000, category = 10 }}
+
 # User-defined aggregates, called in views as name(column): SQL over a group's non-NULL values x, each
 # value's position i (1..n, ascending) and their number n. README: "User-defined aggregates".
 # [aggregates]

@@ -54,7 +54,7 @@ def plan_text(plan: Plan, options: Options, night: NightPlan | None = None) -> s
             if night is not None:
                 lines += _night_lines(night, v.name)
             continue
-        if v.over_views or v.name in auxiliary:
+        if v.reason:
             lines.append(f"  why: {v.reason}")
         joins = ", ".join(f"{j.child}.{'/'.join(j.child_columns)} -> {j.parent}" for j in v.joins) or "none"
         lines.append(f"  fact {v.fact}; joins: {joins}")

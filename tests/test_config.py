@@ -45,3 +45,20 @@ def test_options_are_read_once_from_the_environment_and_nightshift_toml(tmp_path
     monkeypatch.setenv("NIGHTSHIFT_PREAGGREGATE", "no")
     with pytest.raises(ConfigError, match="NIGHTSHIFT_PREAGGREGATE='no': use 1 .* or 0"):
         load_project(root)
+
+
+def test_statistics_are_read_as_rows_of_tables_and_distinct_values_of_columns(tmp_path):
+    """[statistics]: sizes the plan estimates with (the MIN/MAX route, lattice/passes/choose_extremes.py)."""
+    root = make_project(tmp_path / "p", FIGURE_1)
+    toml = (root / "nightshift.toml").read_text()
+    (root / "nightshift.toml").write_text(toml + "[statistics]\npos = 10_000_000\nstores = 100\n"
+                                       "items = { rows = 1000, category = 10 }\n")
+    project = load_project(root)
+    assert project.statistics == (("pos", 10_000_000), ("stores", 100), ("items", 1000), ("items.category", 10))
+    assert project.plan.view("SiC_sales").mode == "auxiliary"  # 100 stores x 10 categories x 365 days < 10M / 4
+    for bad, message in [('pos = "big"', r"\[statistics\] pos must be a positive whole number .* got 'big'"),
+                         ("items = { category = -1 }", r"\[statistics\] items\.category must be a positive"),
+                         ('shops = 5', r"\[statistics\] shops = 5: no table shops in the schema")]:
+        (root / "nightshift.toml").write_text(toml + f"[statistics]\n{bad}\n")
+        with pytest.raises(ConfigError, match=message):
+            load_project(root).plan

@@ -567,15 +567,13 @@ def test_png_of_a_lattice_with_implied_points_and_filters(tmp_path):
 
 
 def test_dependency_on_an_unknown_column_names_it():
-    plan = plan_of(FIGURE_1, dependencies=(FunctionalDependency("stores", ("city",), ("regio",)),))
     with pytest.raises(ConfigError, match=r"\[dependencies\] stores: regio is not a column of stores"):
-        build_lattice(plan)
+        build_lattice(plan_of(FIGURE_1, dependencies=(FunctionalDependency("stores", ("city",), ("regio",)),)))
 
 
 def test_dependency_on_an_unknown_table_names_it():
-    plan = plan_of(FIGURE_1, dependencies=(FunctionalDependency("shops", ("city",), ("region",)),))
     with pytest.raises(ConfigError, match=r"\[dependencies\] shops: no such table"):
-        build_lattice(plan)
+        build_lattice(plan_of(FIGURE_1, dependencies=(FunctionalDependency("shops", ("city",), ("region",)),)))
 
 
 def test_derives_is_a_function_of_two_points(figure1):

@@ -48,7 +48,10 @@ HOLISTIC = set(VIEWS) - KEYED
 VIEWS["SiC_sales"] = FIGURE_1["SiC_sales"]
 # region_price never traded for a recompute: at this size a store moving region makes recompute the cheaper
 # choice, and the nights below check the incremental path
-SETTINGS = '[views]\nSiC_sales = "auxiliary"\nregion_price = "incremental"\n'
+# SiC_sales's MIN(date) goes through an auxiliary view by the plan's own choice (lattice/passes/choose_extremes.py):
+# with these sizes its (storeID, category, date) values are ~365,000 rows against 10,000,000 of pos
+SETTINGS = ('[views]\nregion_price = "incremental"\n'
+            '[statistics]\npos = 10_000_000\nstores = 100\nitems = { rows = 1000, category = 10 }\n')
 
 AGGREGATES = """
 [aggregates]
@@ -168,7 +171,7 @@ def test_holistic_views_equal_recomputation_night_after_night(tmp_path, spark, q
     assert spread == (item, 3.0, 3.0, 3.5, 7)
     _night(cycle, root, model, "h0004", {"pos": [("delete", sale(5)), ("delete", sale(5))]})  # value 5 leaves
     # a night of deletes: pos's base is scanned once, to check the deletes name rows; SiC_sales's MIN(date) of the
-    # group that lost rows comes from its auxiliary view's copy (without the setting: a second scan of pos)
+    # group that lost rows comes from its auxiliary view's copy (without [statistics]: a second scan of pos)
     manifest = cycle.lake.read_manifest("h0004")
     assert manifest.night.view("SiC_sales").exact_minmax and manifest.read("base", "pos").scans == 1
     assert manifest.read("copy", cycle.plan.view("SiC_sales").reads[0]).scans >= 1
@@ -262,3 +265,47 @@ def test_min_max_through_an_auxiliary_view_only_where_one_can_keep_it():
     avg = "CREATE VIEW a AS SELECT storeID, AVG(qty) AS q, MIN(date) AS first_day FROM pos GROUP BY storeID"
     with pytest.raises(UnsupportedView, match=r'a\.sql: view a: nightshift\.toml \[views\] a = "auxiliary" keeps MIN/MAX'):
         compile_project(SCHEMA_SQL, {"a.sql": avg}, maintain=(("a", "auxiliary"),))
+
+
+def test_the_plan_chooses_where_min_max_of_a_group_that_lost_rows_comes_from():
+    """Issue 19, item 4: the auxiliary view of a view's MIN/MAX values where it is estimated at most a quarter of
+    the fact table (lattice/passes/choose_extremes.py), the base otherwise; the reason gives both sizes."""
+    from harness import SCHEMA_SQL
+    from lattice.errors import ConfigError, NotIncremental
+
+    files = {"SiC_sales.sql": FIGURE_1["SiC_sales"],
+             "prices.sql": "CREATE VIEW prices AS SELECT storeID, itemID, date, MIN(price) AS low, COUNT(*) AS n "
+                           "FROM pos GROUP BY storeID, itemID, date"}
+    sizes = (("pos", 10_000_000), ("stores", 100), ("items", 1000), ("items.category", 10))
+
+    def plan(statistics=(), maintain=()):
+        return compile_project(SCHEMA_SQL, files, maintain=maintain, statistics=statistics)
+
+    # the cost model's defaults (pos 1,000,000 rows, 1000 stores, a category a tenth of the items): stores x
+    # categories x 365 days is more than pos itself, so the base
+    default = plan().view("SiC_sales")
+    assert default.mode == "delta" and default.fact == "pos" and not plan().auxiliary
+    assert "read from the base pos" in default.reason and "more than 1/4 of it" in default.reason
+    # declared sizes: 100 stores x 10 categories x 365 days = 365,000 rows against 10,000,000
+    sized = plan(sizes)
+    view = sized.view("SiC_sales")
+    assert view.mode == "auxiliary" and view.maintain == "auto" and [a.name for a in sized.auxiliary] == list(view.reads)
+    assert "never from the base" in view.reason and "~365,000 rows" in view.reason and "10,000,000 of pos" in view.reason
+    assert [k.name for k in sized.view(view.reads[0]).keys] == ["category", "date", "storeID"]
+    # a minimum per (store, item, day): its values are as many as pos's rows, so the base even at that size
+    prices = sized.view("prices")
+    assert prices.mode == "delta" and "read from the base pos" in prices.reason
+    # "incremental" (never recompute) leaves the route to the plan, "delta" keeps paper 001's delta mode alone,
+    # reading the base; the sizes are part of the plan's fingerprint
+    assert plan(sizes, maintain=(("SiC_sales", "incremental"),)).view("SiC_sales").mode == "auxiliary"
+    kept = plan(sizes, maintain=(("SiC_sales", "delta"),)).view("SiC_sales")
+    assert kept.mode == "delta" and kept.maintain == "delta" and '"delta" keeps paper 001' in kept.reason
+    with pytest.raises(NotIncremental, match=r'\[views\] item_median = "delta" keeps paper 001\'s delta mode only'):
+        compile_project(SCHEMA_SQL, {"m.sql": VIEWS["item_median"]}, maintain=(("item_median", "delta"),))
+    assert plan(sizes).fingerprint != plan().fingerprint != plan(sizes[:1]).fingerprint
+    with pytest.raises(ConfigError, match=r"\[statistics\] shops = 5: no table shops in the schema"):
+        plan((("shops", 5),))
+    with pytest.raises(ConfigError, match=r"\[statistics\] items.colour = 5: table items has no column colour"):
+        plan((("items.colour", 5),))
+    with pytest.raises(ConfigError, match=r"\[statistics\] pos = 0: a positive whole number"):
+        plan((("pos", 0),))

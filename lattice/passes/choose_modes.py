@@ -20,7 +20,7 @@ nightshift protects:
 Recompute must be strictly cheaper. The first load (an empty base) is a tie in rows (both read only
 the batch; the estimates differ by a join's rounding), and the lattice shares work between views only
 in the delta mode, so the first load always keeps summary-deltas (bench/MODES.md measures both). nightshift.toml [views] <name> =
-"incremental" never recomputes, "recompute" always does.
+"incremental" and "delta" never recompute, "recompute" always does.
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ def _choose(view: View, lattice: Lattice, plan: Plan, est: _Estimator, deletes: 
     delta, recompute = _delta_cost(view, lattice, est, deletes), _recompute_cost(view, lattice, est)
     if view.maintain == "recompute":
         return ModeChoice(view.name, "recompute", f'nightshift.toml [views] {view.name} = "recompute"', delta, recompute)
-    if view.maintain == "incremental":
-        return ModeChoice(view.name, "delta", f'nightshift.toml [views] {view.name} = "incremental"', delta, recompute)
+    if view.maintain in ("incremental", "delta"):
+        return ModeChoice(view.name, "delta", f'nightshift.toml [views] {view.name} = "{view.maintain}"', delta, recompute)
     if not est.table_rows(view.fact)[0]:  # the first load: both read only the batch; the lattice shares work
         return ModeChoice(view.name, "delta", "the base is empty (the first load): its summary-delta is the table; "
                           "along the lattice views share work", delta, recompute)
