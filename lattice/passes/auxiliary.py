@@ -39,6 +39,7 @@ the recompute mode, which the plan reports with the original reason.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from typing import Callable
 
@@ -67,8 +68,10 @@ class Split:
 
 def auxiliary_name(fact: str, definition: str) -> str:
     """A's name: its fact and the digest of its definition, so that views with the same A share it and
-    adding or dropping one of them renames (and rebuilds) nothing."""
-    return f"{fact}_{hashlib.sha256(definition.encode()).hexdigest()[:8]}{SUFFIX}"
+    adding or dropping one of them renames (and rebuilds) nothing. Only letters, digits and _ of the
+    fact's name are kept (a name like p"os would need quoting in every path and SQL text that holds
+    A's name; the digest tells such facts apart)."""
+    return f"{re.sub(r'[^A-Za-z0-9_]', '_', fact)}_{hashlib.sha256(definition.encode()).hexdigest()[:8]}{SUFFIX}"
 
 
 class _NotCovered(Exception):
@@ -289,13 +292,13 @@ class _Rewrite:
                                                            {n.lower() for cols in self.tables.values() for n in cols})):
                 raise _NotCovered()  # the view reads a column A does not keep (an ungrouped column in HAVING)
         else:
-            aux = exp.select(*items).from_(exp.to_table(self.fact.name))
+            aux = exp.select(*items).from_(exp.Table(this=self.fact.this.copy()))
             if pushed:
                 aux = aux.where(exp.and_(*[_bare(c) for c in pushed]))
         if keys:
             aux = aux.group_by(*keys)
         name = auxiliary_name(self.fact.name, aux.sql())
-        self.fact.replace(exp.to_table(name).as_(alias))
+        self.fact.replace(exp.Table(this=exp.to_identifier(name)).as_(alias))
         why = self._why(group, multiset, columns, partials, pushed)
         arguments = ", ".join(dict.fromkeys(e.sql() for e in multiset if all(e is not v.this for v in values)))
         return Split(ViewStatement(name, self.statement.file, (), aux, ()),
