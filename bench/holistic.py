@@ -126,7 +126,7 @@ def write_report(out: Path, args, load: float, r: dict) -> None:
             "| rows vs naive |",
             "|---|---|---|---|---|---|---|",
             *[f"| {a} | {', '.join(s['views'])} | {s['aux_rows']:,} | {s['aux_bytes'] / 1e6:.1f} | {s['naive_rows']:,} | "
-              f"{s['naive_bytes'] / 1e6:.1f} | {s['aux_rows'] / max(s['naive_rows'], 1):.3f} |"
+              f"{s['naive_bytes'] / 1e6:.1f} | {s['aux_rows'] / max(s['naive_rows'], 1):.2g} |"
               for a, s in r["auxiliary"]["sizes"].items()],
             "",
             "Naive: CReaM's auxiliary view without minimization holds, per view, every joined row's group key and "

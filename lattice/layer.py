@@ -204,7 +204,8 @@ def _show(value) -> str:
 
 def changed_message(diff: LayerDiff, built: str, now: str) -> str:
     """The error of a night (or refresh) that finds the summary layer changed since it was built."""
-    head = f"sql/schema.sql, sql/summaries or [views] changed since the summary tables were built (plan {built} -> {now})"
+    head = (f"sql/schema.sql, sql/summaries, [views] or [statistics] changed since the summary tables were built "
+            f"(plan {built} -> {now})")
     if diff.empty:
         return f"{head}, but no summary view is affected; run nightshift apply to record the new plan (it rebuilds nothing)"
     return (f"{head}: {diff.summary()}; nightshift plan shows how; run nightshift apply to build only those "
