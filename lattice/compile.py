@@ -86,8 +86,8 @@ def compile_view(statement: ViewStatement, schema: Schema, names: frozenset[str]
     auxiliary view of their values is estimated much smaller than the fact table it would otherwise
     read, lattice/passes/choose_extremes.py), auxiliary when its DISTINCT and holistic aggregates are
     kept over an auxiliary view (returned beside it, lake only), else recompute (with the reason);
-    [views] <name> = "incremental" makes the latter an error, and so does a user-defined aggregate (no
-    engine evaluates it: nightshift does, over the auxiliary view)."""
+    [views] <name> = "incremental" makes the latter an error ("delta": anything but the delta mode), and
+    so does a user-defined aggregate (no engine evaluates it: nightshift does, over the auxiliary view)."""
     where = f"{statement.file}: view {statement.name}"
     check_functions(statement.query, where, frozenset(a.name.lower() for a in aggregates))
     if maintain == "auxiliary":
@@ -131,7 +131,7 @@ def _extremes(view: View, statement: ViewStatement, schema: Schema, names: froze
     """A delta-mode view with MIN/MAX over a base fact table: exact MIN/MAX of a group that lost rows from
     the base, or from an auxiliary view of the arguments' values where that is estimated much smaller
     (lattice/passes/choose_extremes.py); the reason gives both sizes."""
-    fns = ", ".join(dict.fromkeys(f"{s.kind.upper()}" for s in view.stored if s.kind in ("min", "max")))
+    fns = ", ".join(dict.fromkeys(s.kind.upper() for s in view.stored if s.kind in ("min", "max")))
     kept = _auxiliary(statement, schema, names, (), grouped=True) if maintain != "delta" else None
     if kept is None:
         why = (f'nightshift.toml [views] {statement.name} = "delta" keeps paper 001\'s delta mode alone'
