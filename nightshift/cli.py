@@ -19,7 +19,7 @@ from nightshift.errors import InjectedCrash, NightshiftError
 from nightshift.example import init_project
 from nightshift.example_sources import init_demo
 from nightshift.oracle import check_all, compare
-from runtime.lake import Lake
+from runtime.lake import Lake, parquet_rows
 from runtime.night import NightPlan
 from spark_jobs.oracle import recompute_all
 from warehouse.store import Warehouse
@@ -143,6 +143,9 @@ def _plan(args) -> int:
         return 0
     print(render.plan_text(plan, project.options, night))
     print("\nagainst the warehouse:\n" + "\n".join(_layer_lines(project)))
+    routes = _routes_lines(project)
+    if routes:
+        print("\nwith the lake's sizes (Parquet footers of its base):\n" + "\n".join(routes))
     basis = (f"costed with the statistics of batch {night.batch}; actual rows from its propagate" if night else
              "costed with default statistics (no batch propagated yet)")
     print(f"\n{render.to_text(lattice, actual)}\n({basis})")
@@ -151,6 +154,16 @@ def _plan(args) -> int:
         print(render.rows_read_text(plan, manifest.rows_read))
     print(f"wrote {', '.join(str(f) for f in files)}")
     return 0
+
+
+def _routes_lines(project) -> list[str]:
+    """Views whose MIN/MAX route the lake's measured table sizes would change (none before a base)."""
+    lake = Lake(project.lake)
+    state = lake.state()
+    if not state.last:
+        return []
+    return project.routes_with_sizes({t.name: parquet_rows(lake.current_base_dir(t.name, state))
+                                      for t in project.plan.schema.base_tables})
 
 
 def _night_of(project, batch: str | None) -> tuple[NightPlan | None, dict[str, int] | None]:

@@ -92,11 +92,33 @@ class Project:
         summaries = sorted((self.root / "sql" / "summaries").glob("*.sql"))
         if not summaries:
             raise ConfigError(f"{self.root / 'sql' / 'summaries'}: no summary views (*.sql) found")
-        files = {str(p.relative_to(self.root)): p.read_text() for p in summaries}
-        plan = compile_project(schema_file.read_text(), files, self.dependencies, "sql/schema.sql", self.maintain,
-                               self.aggregates, self.statistics)
+        plan = self._compile(self.statistics)
         check_views(plan)
         return plan
+
+    def _compile(self, statistics: tuple[tuple[str, int], ...]) -> Plan:
+        summaries = sorted((self.root / "sql" / "summaries").glob("*.sql"))
+        files = {str(p.relative_to(self.root)): p.read_text() for p in summaries}
+        return compile_project((self.root / "sql" / "schema.sql").read_text(), files, self.dependencies,
+                               "sql/schema.sql", self.maintain, self.aggregates, statistics)
+
+    def routes_with_sizes(self, table_rows: dict[str, int]) -> list[str]:
+        """Where the plan would take a view's deleted MIN/MAX from (lattice/passes/choose_extremes.py) with
+        these table sizes (the lake's, measured) in place of [statistics]'s or the defaults: a line for
+        each view whose route they change, naming the sizes to declare; none when they change nothing."""
+        declared = dict(self.statistics)
+        sizes = {**declared, **{t: n for t, n in table_rows.items() if n > 0}}
+        other = self._compile(tuple(sizes.items()))
+        out = []
+        for view in self.plan.views:
+            alt = other.view(view.name)
+            if alt.mode == view.mode or {view.mode, alt.mode} != {"delta", "auxiliary"} or not alt.has_min_max:
+                continue
+            declare = ", ".join(f"{t} = {n}" for t, n in table_rows.items() if n > 0 and declared.get(t) != n)
+            out.append(f"{view.name}: with the lake's sizes the plan would keep its MIN/MAX in {alt.mode} mode "
+                       f"({alt.reason}); to take that route, declare them in nightshift.toml [statistics] "
+                       f"({declare}) and run nightshift apply")
+        return out
 
 
 def load_project(root: str | Path) -> Project:

@@ -62,3 +62,23 @@ def test_statistics_are_read_as_rows_of_tables_and_distinct_values_of_columns(tm
         (root / "nightshift.toml").write_text(toml + f"[statistics]\n{bad}\n")
         with pytest.raises(ConfigError, match=message):
             load_project(root).plan
+
+
+def test_plan_names_the_min_max_routes_the_lakes_sizes_would_change(tmp_path):
+    """nightshift plan: with the lake's measured table sizes in place of [statistics], which views would take
+    their deleted MIN/MAX from elsewhere (Project.routes_with_sizes; the CLI reads the sizes from Parquet footers)."""
+    root = make_project(tmp_path / "p", FIGURE_1)
+    project = load_project(root)
+    assert project.plan.view("SiC_sales").mode == "delta"  # the defaults: pos 1,000,000 rows
+    assert project.routes_with_sizes({"pos": 20_000, "stores": 100, "items": 1000}) == []
+    big = project.routes_with_sizes({"pos": 100_000_000, "stores": 100, "items": 1000})
+    assert len(big) == 1 and big[0].startswith("SiC_sales: with the lake's sizes the plan would keep its MIN/MAX in "
+                                                "auxiliary mode (MIN kept through the auxiliary view")
+    assert "declare them in nightshift.toml [statistics] (pos = 100000000, stores = 100, items = 1000)" in big[0]
+    toml = (root / "nightshift.toml").read_text()
+    (root / "nightshift.toml").write_text(toml + "[statistics]\npos = 100_000_000\nstores = 100\n")
+    declared = load_project(root)
+    assert declared.plan.view("SiC_sales").mode == "auxiliary"
+    small = declared.routes_with_sizes({"pos": 20_000, "stores": 100, "items": 1000})
+    assert len(small) == 1 and "in delta mode (MIN of a group that lost its extreme read from the base" in small[0]
+    assert "(pos = 20000, items = 1000)" in small[0]  # stores as declared
