@@ -130,22 +130,27 @@ def bare_merge(cycle: Cycle, batch: str) -> float:
     """The physical limit of refresh on this warehouse: stage each summary-delta of `batch` and MERGE
     it into its summary table by key with plain additions (no emptied groups, no exact MIN/MAX, no
     NULL-safe keys, no ledger), in one transaction that is rolled back. Run before refresh."""
-    manifest = cycle.lake.read_manifest(batch)
-    d = cycle.warehouse.dialect
     with cycle.warehouse.engine.connect() as conn:
         tx = conn.begin()
         try:
             t0 = time.perf_counter()
-            for view in cycle.plan.views:
-                entry = manifest.delta(view.name)
-                files = cycle.lake.delta_files(batch, entry.part)
-                if not files:
-                    continue
-                d.stage_parquet(conn, "__ns_bare", files, d.staging(view, delta_columns(view), entry.prefix))
-                conn.exec_driver_sql(_merge_sql(d, view))
+            bare_merges(cycle, batch, conn)
             return time.perf_counter() - t0
         finally:
             tx.rollback()
+
+
+def bare_merges(cycle: Cycle, batch: str, conn) -> None:
+    """Stage each summary-delta of `batch` and MERGE it plainly into its summary table over `conn` (the
+    caller's transaction: rolled back by bare_merge, committed on a copy by bench/window.py)."""
+    manifest = cycle.lake.read_manifest(batch)
+    d = cycle.warehouse.dialect
+    for view in cycle.plan.views:
+        entry = manifest.delta(view.name)
+        files = cycle.lake.delta_files(batch, entry.part)
+        if files:
+            d.stage_parquet(conn, "__ns_bare", files, d.staging(view, delta_columns(view), entry.prefix))
+            conn.exec_driver_sql(_merge_sql(d, view))
 
 
 def _merge_sql(d, view: View) -> str:

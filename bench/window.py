@@ -26,9 +26,8 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from bench.measure import _merge_sql, bare_merge
+from bench.measure import bare_merge, bare_merges
 from bench.modes import run_line
-from lattice.refresh import delta_columns
 from nightshift.config import load_project
 from nightshift.cycle import Cycle
 from nightshift.example import RetailGenerator, batch_id, init_project, write_batch
@@ -72,8 +71,6 @@ def main(argv: list[str] | None = None) -> int:
 def committed_merge(cycle: Cycle, batch: str) -> dict:
     """The bare MERGE of `batch`'s summary-deltas on a copy of the DuckDB warehouse file, committed: the
     seconds of opening the file, of the MERGEs (staging included), of the commit, and of closing it."""
-    d = cycle.warehouse.dialect
-    manifest = cycle.lake.read_manifest(batch)
     source = Path(cycle.warehouse.engine.url.database)
     with tempfile.TemporaryDirectory(dir=source.parent) as tmp:
         copy = Path(tmp) / source.name
@@ -83,12 +80,7 @@ def committed_merge(cycle: Cycle, batch: str) -> dict:
         conn = engine.connect()
         tx = conn.begin()
         t0 = time.perf_counter()
-        for view in cycle.plan.views:
-            entry = manifest.delta(view.name)
-            files = cycle.lake.delta_files(batch, entry.part)
-            if files:
-                d.stage_parquet(conn, "__ns_bare", files, d.staging(view, delta_columns(view), entry.prefix))
-                conn.exec_driver_sql(_merge_sql(d, view))
+        bare_merges(cycle, batch, conn)
         t1 = time.perf_counter()
         tx.commit()
         t2 = time.perf_counter()

@@ -19,7 +19,7 @@ from nightshift.errors import InjectedCrash, NightshiftError
 from nightshift.example import init_project
 from nightshift.example_sources import init_demo
 from nightshift.oracle import check_all, compare
-from runtime.lake import Lake, parquet_rows
+from runtime.lake import Lake
 from runtime.night import NightPlan
 from spark_jobs.oracle import recompute_all
 from warehouse.store import Warehouse
@@ -162,8 +162,7 @@ def _routes_lines(project) -> list[str]:
     state = lake.state()
     if not state.last:
         return []
-    return project.routes_with_sizes({t.name: parquet_rows(lake.current_base_dir(t.name, state))
-                                      for t in project.plan.schema.base_tables})
+    return project.routes_with_sizes(lake.table_rows(project.plan.schema.base_tables, state))
 
 
 def _night_of(project, batch: str | None) -> tuple[NightPlan | None, dict[str, int] | None]:

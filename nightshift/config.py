@@ -86,21 +86,20 @@ class Project:
 
     @cached_property
     def plan(self) -> Plan:
+        plan = self._compile(self.statistics)
+        check_views(plan)
+        return plan
+
+    def _compile(self, statistics: tuple[tuple[str, int], ...]) -> Plan:
         schema_file = self.root / "sql" / "schema.sql"
         if not schema_file.is_file():
             raise ConfigError(f"{schema_file}: missing (a project needs sql/schema.sql)")
         summaries = sorted((self.root / "sql" / "summaries").glob("*.sql"))
         if not summaries:
             raise ConfigError(f"{self.root / 'sql' / 'summaries'}: no summary views (*.sql) found")
-        plan = self._compile(self.statistics)
-        check_views(plan)
-        return plan
-
-    def _compile(self, statistics: tuple[tuple[str, int], ...]) -> Plan:
-        summaries = sorted((self.root / "sql" / "summaries").glob("*.sql"))
         files = {str(p.relative_to(self.root)): p.read_text() for p in summaries}
-        return compile_project((self.root / "sql" / "schema.sql").read_text(), files, self.dependencies,
-                               "sql/schema.sql", self.maintain, self.aggregates, statistics)
+        return compile_project(schema_file.read_text(), files, self.dependencies, "sql/schema.sql", self.maintain,
+                               self.aggregates, statistics)
 
     def routes_with_sizes(self, table_rows: dict[str, int]) -> list[str]:
         """Where the plan would take a view's deleted MIN/MAX from (lattice/passes/choose_extremes.py) with

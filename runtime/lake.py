@@ -174,12 +174,16 @@ class Lake:
         rows = [[[[r.table, r.column] for r in attrs], n] for attrs, n in distinct.items()]
         p.write_text(json.dumps({"version": 2, "combos": combos, "distinct": rows}))
 
+    def table_rows(self, tables, state: LakeState) -> dict[str, int]:
+        """Rows of each table's lake copy at `state`, from its Parquet footers (no Spark job)."""
+        return {t.name: parquet_rows(self.current_base_dir(t.name, state)) for t in tables}
+
     def statistics(self, schema, state: LakeState, change_rows: dict[str, int],
                    change_distinct: dict | None = None) -> Statistics:
         """What the D-lattice's cost model (5.5) knows of a batch: the base tables' sizes (Parquet
         footers, no Spark job), the batch's change rows, and measured summary-delta sizes if any."""
         return Statistics.of(
-            table_rows={t.name: parquet_rows(self.current_base_dir(t.name, state)) for t in schema.tables},
+            table_rows=self.table_rows(schema.tables, state),
             change_rows=change_rows,
             change_distinct=change_distinct,
         )
