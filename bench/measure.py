@@ -126,21 +126,23 @@ def _count_star(view: View) -> str:
     return next(s.column for s in view.stored if s.kind == "count_star")
 
 
-def bare_merge(cycle: Cycle, batch: str) -> float:
+def bare_merge(cycle: Cycle, batch: str, statement: str = "merge") -> float:
     """The physical limit of refresh on this warehouse: stage each summary-delta of `batch` and MERGE
     it into its summary table by key with plain additions (no emptied groups, no exact MIN/MAX, no
-    NULL-safe keys, no ledger), in one transaction that is rolled back. Run before refresh."""
+    NULL-safe keys, no ledger), in one transaction that is rolled back. Run before refresh.
+    `statement`: "merge" (MERGE INTO) or "upsert" (INSERT … ON CONFLICT DO UPDATE through the summary
+    table's unique index; PostgreSQL only)."""
     with cycle.warehouse.engine.connect() as conn:
         tx = conn.begin()
         try:
             t0 = time.perf_counter()
-            bare_merges(cycle, batch, conn)
+            bare_merges(cycle, batch, conn, statement)
             return time.perf_counter() - t0
         finally:
             tx.rollback()
 
 
-def bare_merges(cycle: Cycle, batch: str, conn) -> None:
+def bare_merges(cycle: Cycle, batch: str, conn, statement: str = "merge") -> None:
     """Stage each summary-delta of `batch` and MERGE it plainly into its summary table over `conn` (the
     caller's transaction: rolled back by bare_merge, committed on a copy by bench/window.py)."""
     manifest = cycle.lake.read_manifest(batch)
@@ -150,7 +152,7 @@ def bare_merges(cycle: Cycle, batch: str, conn) -> None:
         files = cycle.lake.delta_files(batch, entry.part)
         if files:
             d.stage_parquet(conn, "__ns_bare", files, d.staging(view, delta_columns(view), entry.prefix))
-            conn.exec_driver_sql(_merge_sql(d, view))
+            conn.exec_driver_sql(_upsert_sql(d, view) if statement == "upsert" and view.keys else _merge_sql(d, view))
 
 
 def _merge_sql(d, view: View) -> str:
@@ -161,3 +163,14 @@ def _merge_sql(d, view: View) -> str:
     return (f"MERGE INTO {d.table(view)} AS t USING __ns_bare AS s ON {on} "
             f"WHEN MATCHED THEN UPDATE SET {sets} "
             f"WHEN NOT MATCHED THEN INSERT ({', '.join(cols)}) VALUES ({', '.join('s.' + c for c in cols)})")
+
+
+def _upsert_sql(d, view: View) -> str:
+    """The bare MERGE as PostgreSQL's INSERT … ON CONFLICT DO UPDATE (an index probe per row through the
+    unique index on the keys that refresh keeps), with the same plain additions as _merge_sql."""
+    keys = [d.col(view, k.name) for k in view.keys]
+    cols = keys + [q(s.column) for s in view.stored]
+    sets = ", ".join(f"{q(s.column)} = " + (f"EXCLUDED.{q(s.column)}" if s.kind in ("min", "max")
+                                           else f"t.{q(s.column)} + EXCLUDED.{q(s.column)}") for s in view.stored)
+    return (f"INSERT INTO {d.table(view)} AS t ({', '.join(cols)}) SELECT {', '.join(cols)} FROM __ns_bare "
+            f"ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {sets}")

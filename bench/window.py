@@ -1,7 +1,7 @@
-"""Where the window goes on DuckDB (issue 21, item 3): refresh of one night against a bare MERGE of the
-same rows, both rolled back (the bare MERGE of bench/run.py, bench/no_scans.py) and committed.
+"""Where the window goes on DuckDB or PostgreSQL (issue 21, item 3): refresh of one night against a bare
+MERGE of the same rows, both rolled back (the bare MERGE of bench/run.py, bench/no_scans.py) and committed.
 
-    .venv/bin/python -m bench.window [--pos 10000000] [--fraction 0.001] [--nights 2]
+    .venv/bin/python -m bench.window [--pos 10000000] [--fraction 0.001] [--nights 2] [--pg [URL]]
 
 One project with Figure 1's views over --pos rows; --nights update-generating nights of --fraction changes
 (the first warms the JVM and the warehouse file up). For each night, before its refresh: the bare MERGE of
@@ -12,7 +12,14 @@ checkpoint_threshold, 16 MB by default). Then refresh itself, split from its own
 warehouse, the lock and the ledger checks; each view (staging, the 4.3 path checks, the MERGE); the
 ledger row, the commit and closing the file.
 
-Writes bench/WINDOW.md with the machine's load at the start. Run it on an idle machine.
+With --pg the warehouse is PostgreSQL (a fresh schema ns_bench_window; default URL the local server's
+database test): the bare statement is measured both as MERGE INTO (PostgreSQL 15 plans it as a join with
+the whole summary table) and as INSERT … ON CONFLICT DO UPDATE through the unique index refresh keeps on
+the keys; the committed one (the faster of the two) runs on copies of the summary tables in the schema
+ns_bench_window_copy.
+
+Writes bench/WINDOW.md (with --pg bench/WINDOW_PG.md) with the machine's load at the start. Run it on an
+idle machine.
 """
 
 from __future__ import annotations
@@ -33,6 +40,8 @@ from nightshift.cycle import Cycle
 from nightshift.example import RetailGenerator, batch_id, init_project, write_batch
 
 HERE = Path(__file__).resolve().parent
+PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+SCHEMA = "ns_bench_window"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,12 +50,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fraction", type=float, default=0.001, help="changes of a night, as a fraction of --pos")
     p.add_argument("--nights", type=int, default=2, help="update-generating nights (the first is a warm-up)")
     p.add_argument("--work", default=str(HERE / "out" / "window"))
-    p.add_argument("--out", default=str(HERE / "WINDOW.md"))
+    p.add_argument("--pg", nargs="?", const=PG_URL, default=None, metavar="URL",
+                   help=f"PostgreSQL instead of a DuckDB file (default URL {PG_URL})")
+    p.add_argument("--out", default=None, help="report (default bench/WINDOW.md, with --pg bench/WINDOW_PG.md)")
     args = p.parse_args(argv)
+    args.out = args.out or str(HERE / ("WINDOW_PG.md" if args.pg else "WINDOW.md"))
     load = os.getloadavg()[0]
     root = Path(args.work)
     shutil.rmtree(root, ignore_errors=True)
     init_project(root, None, 0)
+    if args.pg:
+        _pg(args.pg, f'DROP SCHEMA IF EXISTS "{SCHEMA}" CASCADE', f'CREATE SCHEMA "{SCHEMA}"')
+        toml = root / "nightshift.toml"
+        text = toml.read_text()
+        start = text.index("url = ")
+        toml.write_text(text[:start] + f'url = "{_in(args.pg, SCHEMA)}"' + text[text.index("\n", start):])
     gen = RetailGenerator(seed=42)
     first = gen.write(root / "lake", args.pos, 0)[0]
     cycle = Cycle(load_project(root), progress=lambda m: print(m, flush=True))
@@ -56,8 +74,11 @@ def main(argv: list[str] | None = None) -> int:
         b = batch_id(gen.days + n)
         write_batch(root / "lake", "pos", b, gen.update_generating(int(args.pos * args.fraction)))
         cycle.propagate(b)
-        nights.append({"batch": b, "rolled_back": bare_merge(cycle, b), **committed_merge(cycle, b),
-                       **refresh_parts(cycle, b)})
+        bare = {"rolled_back": bare_merge(cycle, b)}
+        if args.pg:
+            bare["upsert"] = bare_merge(cycle, b, "upsert")
+        committed = committed_pg(cycle, b, args.pg, bare) if args.pg else committed_merge(cycle, b)
+        nights.append({"batch": b, **bare, **committed, **refresh_parts(cycle, b)})
         cycle.apply_base(b)
         print(nights[-1], flush=True)
     rows = {v.name: cycle.warehouse.row_count(v) for v in cycle.plan.views}
@@ -90,6 +111,47 @@ def committed_merge(cycle: Cycle, batch: str) -> dict:
     return {"open": t0 - opened, "merge": t1 - t0, "commit": t2 - t1, "close": t3 - t2}
 
 
+def committed_pg(cycle: Cycle, batch: str, url: str, bare: dict) -> dict:
+    """The faster bare statement of `batch` on PostgreSQL (see `bare`), committed on copies of the summary
+    tables (CREATE TABLE … LIKE … INCLUDING ALL, rows copied, analyzed) in the schema ns_bench_window_copy:
+    the seconds of connecting, of the statements (staging included), of the commit and of closing."""
+    copy = SCHEMA + "_copy"
+    tables = [cycle.warehouse.dialect.storage_name(v) for v in cycle.plan.views]
+    _pg(url, f'DROP SCHEMA IF EXISTS "{copy}" CASCADE', f'CREATE SCHEMA "{copy}"',
+        *(f'CREATE TABLE "{copy}"."{t}" (LIKE "{SCHEMA}"."{t}" INCLUDING ALL)' for t in tables),
+        *(f'INSERT INTO "{copy}"."{t}" SELECT * FROM "{SCHEMA}"."{t}"' for t in tables))
+    _pg(url, *(f'VACUUM ANALYZE "{copy}"."{t}"' for t in tables), autocommit=True)
+    statement = "upsert" if bare["upsert"] < bare["rolled_back"] else "merge"
+    engine = sa.create_engine(_in(url, copy), poolclass=sa.pool.NullPool)
+    opened = time.perf_counter()
+    conn = engine.connect()
+    tx = conn.begin()
+    t0 = time.perf_counter()
+    bare_merges(cycle, batch, conn, statement)
+    t1 = time.perf_counter()
+    tx.commit()
+    t2 = time.perf_counter()
+    conn.close()
+    engine.dispose()
+    t3 = time.perf_counter()
+    _pg(url, f'DROP SCHEMA "{copy}" CASCADE')
+    return {"open": t0 - opened, "merge": t1 - t0, "commit": t2 - t1, "close": t3 - t2, "statement": statement}
+
+
+def _in(url: str, schema: str) -> str:
+    """`url` with its search_path set to `schema` (the summary tables' names are unqualified)."""
+    return f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{schema}"
+
+
+def _pg(url: str, *statements: str, autocommit: bool = False) -> None:
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool,
+                              **({"isolation_level": "AUTOCOMMIT"} if autocommit else {}))
+    with engine.begin() as conn:
+        for s in statements:
+            conn.exec_driver_sql(s)
+    engine.dispose()
+
+
 def refresh_parts(cycle: Cycle, batch: str) -> dict:
     """refresh of `batch` (the window), split by its statistics: before the first view (opening the
     file, the lock, the ledger checks), each view, and after the last (ledger row, commit, close)."""
@@ -105,38 +167,65 @@ def refresh_parts(cycle: Cycle, batch: str) -> dict:
 
 def write_report(out: Path, args, load: float, nights: list[dict], rows: dict) -> None:
     names = list(nights[0]["views"])
+    pg = bool(args.pg)
+    engine = "PostgreSQL" if pg else "DuckDB"
+    machine = run_line("window", load)
+    if pg:
+        machine = machine.replace("DuckDB warehouse", f"PostgreSQL warehouse ({_server(args.pg)}, schema {SCHEMA})")
+    upsert = ["bare upsert, rolled back (s)"] if pg else []
     lines = [
-        "# Where the window goes on DuckDB: refresh against a bare MERGE, rolled back and committed "
+        f"# Where the window goes on {engine}: refresh against a bare MERGE, rolled back and committed "
         "(bench/window.py, issue 21)",
         "",
-        run_line("window", load),
+        machine,
         "",
         f"pos {args.pos:,} rows; update-generating nights of {int(args.pos * args.fraction):,} changes (the first "
         f"warms up). Summary tables after the last night: {', '.join(f'{n} {r:,}' for n, r in rows.items())} rows.",
         "",
-        "| night | bare MERGE, rolled back (s) | open (s) | bare MERGE (s) | + commit (s) | + close (s) | bare MERGE "
-        "committed, total "
-        "(s) | refresh: open, lock, ledger checks (s) | " + " | ".join(f"{n} (s)" for n in names)
-        + " | ledger row, commit, close (s) | refresh (window, s) | window / MERGE rolled back | window / MERGE "
+        "| night | bare MERGE, rolled back (s) | " + "".join(f"{c} | " for c in upsert)
+        + ("committed: statement | " if pg else "") + "open (s) | bare (s) | + commit (s) | + close (s) | bare "
+        "committed, total (s) | refresh: open, lock, ledger checks (s) | " + " | ".join(f"{n} (s)" for n in names)
+        + " | ledger row, commit, close (s) | refresh (window, s) | window / bare rolled back | window / bare "
           "committed |",
-        "|" + "---|" * (12 + len(names)),
+        "|" + "---|" * (12 + len(names) + 2 * pg),
     ]
     for n in nights:
         committed = n["open"] + n["merge"] + n["commit"] + n["close"]
+        fastest = min(n["rolled_back"], n.get("upsert", n["rolled_back"]))
+        extra = f"{n['upsert']:.3f} | {n['statement']} | " if pg else ""
         lines.append(
-            f"| {n['batch']} | {n['rolled_back']:.3f} | {n['open']:.3f} | {n['merge']:.3f} | {n['commit']:.3f} | {n['close']:.3f} | "
-            f"{committed:.3f} | {n['before']:.3f} | " + " | ".join(f"{n['views'][v]:.3f} ({n['paths'][v]})" for v in names)
-            + f" | {n['after']:.3f} | {n['window']:.3f} | {n['window'] / n['rolled_back']:.1f} | "
-              f"{n['window'] / committed:.1f} |")
-    lines += [
-        "",
-        "The bare MERGE of bench/run.py and bench/no_scans.py is rolled back, so it never pays the commit: at a "
-        "commit whose write-ahead log passes checkpoint_threshold DuckDB checkpoints, rewriting the row groups the "
-        "night touched, and an update-generating night touches most of them. The committed bare MERGE runs on a "
-        "copy of the warehouse file taken before refresh (same rows, same layout).",
-        "",
-    ]
+            f"| {n['batch']} | {n['rolled_back']:.3f} | {extra}{n['open']:.3f} | {n['merge']:.3f} | {n['commit']:.3f} | "
+            f"{n['close']:.3f} | {committed:.3f} | {n['before']:.3f} | "
+            + " | ".join(f"{n['views'][v]:.3f} ({n['paths'][v]})" for v in names)
+            + f" | {n['after']:.3f} | {n['window']:.3f} | {n['window'] / fastest:.1f} | {n['window'] / committed:.1f} |")
+    if pg:
+        lines += [
+            "",
+            "On PostgreSQL the bare statement is measured both as MERGE INTO and as INSERT … ON CONFLICT DO UPDATE "
+            "through the unique index on the keys (the index refresh keeps); `window / bare rolled back` divides by "
+            "the faster, and the committed one is that statement on copies of the summary tables (same rows, "
+            "indexes and statistics: CREATE TABLE … LIKE … INCLUDING ALL, VACUUM ANALYZE) in schema "
+            f"{SCHEMA}_copy.",
+            "",
+        ]
+    else:
+        lines += [
+            "",
+            "The bare MERGE of bench/run.py and bench/no_scans.py is rolled back, so it never pays the commit: at a "
+            "commit whose write-ahead log passes checkpoint_threshold DuckDB checkpoints, rewriting the row groups the "
+            "night touched, and an update-generating night touches most of them. The committed bare MERGE runs on a "
+            "copy of the warehouse file taken before refresh (same rows, same layout).",
+            "",
+        ]
     out.write_text("\n".join(lines))
+
+
+def _server(url: str) -> str:
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    with engine.connect() as conn:
+        version = conn.exec_driver_sql("SHOW server_version").scalar()
+    engine.dispose()
+    return f"PostgreSQL {version.split()[0]}"
 
 
 if __name__ == "__main__":
