@@ -9,7 +9,6 @@ the rerun); after it, the batch is applied and a rerun does nothing.
 from __future__ import annotations
 
 import math
-import shutil
 import time
 from pathlib import Path
 from typing import Callable
@@ -87,34 +86,25 @@ def _write_months(spark: SparkSession, lake: Lake, table: Table, state: LakeStat
                   out: Path) -> dict:
     """The new version of a partitioned table (issue 21): the months the batch touches are read, changed
     and written (one folder each); every other month's files are hard-linked from the current version,
-    so a night rewrites only what it touched. A touched month is rewritten on its own, from its own
-    folder, in place of its folder (no shuffle: its rows stay in their month). The first partitioned
-    version (the current one is not partitioned by `by`) shuffles every row to its month."""
+    so a night rewrites only what it touched. The touched months are written without a shuffle: a
+    task reading a month's file writes that month's rows (a row never changes month). The first
+    partitioned version (the current one is not partitioned by `by`) shuffles every row to its month,
+    so that each month starts as one file."""
     current = lake.current_base_dir(table.name, state)
     ins, dels = spark.table(rel('ins', table.name)), spark.table(rel('del', table.name))
     touched = months(ins.unionByName(dels), by)
     laid_out = current is not None and partition_column(current) == by
-    if not laid_out:
-        new = _apply(table, read_base(spark, lake, table, state), ins, dels if info.deleted[table.name] else None)
-        new.withColumn(PART, month_of(by)).repartition(PART).write.partitionBy(PART).mode("overwrite").parquet(str(out))
-        write_partition_column(out, by)
-        return {"months_rewritten": len(partition_months(out)), "months_linked": 0}
-    shutil.rmtree(out, ignore_errors=True)  # a crashed attempt's folders: this version is written afresh
-    for month in touched:
-        same = month_of(by).isNull() if month is None else month_of(by) == month
-        folder = partition_folder(current, month)
-        rows = (parquet_rows(folder) if folder.is_dir() else 0) + info.inserted[table.name]
-        new = _apply(table, read_months(spark, lake, table, state, [month]), ins.filter(same),
-                     dels.filter(same) if info.deleted[table.name] else None)
-        new.coalesce(max(1, math.ceil(rows / ROWS_PER_FILE))).write.mode("overwrite") \
-            .parquet(str(partition_folder(out, month)))
+    old = read_months(spark, lake, table, state, touched) if laid_out else read_base(spark, lake, table, state)
+    new = _apply(table, old, ins, dels if info.deleted[table.name] else None).withColumn(PART, month_of(by))
+    (new if laid_out else new.repartition(PART)).write.partitionBy(PART).mode("overwrite").parquet(str(out))
     linked = 0
-    for month, folder in partition_months(current).items():
-        if month not in touched:
-            link_folder(folder, partition_folder(out, month))
-            linked += 1
+    if laid_out:
+        for month, folder in partition_months(current).items():
+            if month not in touched:
+                link_folder(folder, partition_folder(out, month))
+                linked += 1
     write_partition_column(out, by)
-    return {"months_rewritten": len(touched), "months_linked": linked}
+    return {"months_rewritten": len(touched) if laid_out else len(partition_months(out)), "months_linked": linked}
 
 
 def _apply(table: Table, old: DataFrame, ins: DataFrame, dels: DataFrame | None) -> DataFrame:
