@@ -13,10 +13,10 @@ warehouse, the lock and the ledger checks; each view (staging, the 4.3 path chec
 ledger row, the commit and closing the file.
 
 With --pg the warehouse is PostgreSQL (a fresh schema ns_bench_window; default URL the local server's
-database test): the bare statement is measured both as MERGE INTO (PostgreSQL 15 plans it as a join with
-the whole summary table) and as INSERT … ON CONFLICT DO UPDATE through the unique index refresh keeps on
-the keys; the committed one (the faster of the two) runs on copies of the summary tables in the schema
-ns_bench_window_copy.
+database test): the bare statement is measured both as MERGE INTO (PostgreSQL 15 plans it as a nested
+loop over the staged rows probing the unique index on the keys) and as INSERT … ON CONFLICT DO UPDATE
+through that index (refresh's form); the committed one (the faster of the two) runs on copies of the
+summary tables in the schema ns_bench_window_copy.
 
 Writes bench/WINDOW.md (with --pg bench/WINDOW_PG.md) with the machine's load at the start. Run it on an
 idle machine.

@@ -52,7 +52,10 @@ def _propagate(spark: SparkSession, plan: Plan, lake: Lake, batch: str, state: L
     progress(f"propagate {batch}: reading and checking the change batch")
     info = load_batch(spark, lake, plan, batch, state)
     progress(f"propagate {batch}: {info.rows} change rows ({info.describe()}) checked in {time.perf_counter() - t0:.1f}s")
+    t_plan = time.perf_counter()
     night = _night(spark, plan, lake, info, state, options, level)
+    progress(f"propagate {batch}: night planned in {time.perf_counter() - t_plan:.1f}s ({len(night.levels)} level(s), "
+             f"{len(night.views)} view(s), {len(night.copies)} lake cop{'y' if len(night.copies) == 1 else 'ies'})")
     if level is not None:
         return _propagate_level(spark, plan, lake, night, level, progress, t0, state, meter)
     raw: dict[str, DataFrame] = {}
@@ -60,7 +63,12 @@ def _propagate(spark: SparkSession, plan: Plan, lake: Lake, batch: str, state: L
     copied = {c.view for c in night.copies}
     frames = []
     for k in range(len(night.levels)):  # in level order: a nested view's change set needs its inner view's delta
+        t_copies = time.perf_counter()
         _copies(spark, plan, lake, night, state, k, lambda v: final[v])
+        updated = [c.view for c in night.copies if c.level == k]
+        if updated:  # computes the summary-deltas of the lower levels these copies follow
+            progress(f"propagate {batch}: level {k}: lake copies of {', '.join(updated)} updated (with the summary-deltas "
+                     f"they follow) in {time.perf_counter() - t_copies:.1f}s")
         _old_extremes(spark, plan, lake, night, state, k)
         raw.update(along_lattice(spark, plan, night, {n.node for n in night.nodes_of_level(k)}, known=raw))
         for step, view in zip(night.views, plan.lake_views):
