@@ -90,39 +90,19 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def committed_merge(cycle: Cycle, batch: str) -> dict:
-    """The bare MERGE of `batch`'s summary-deltas on a copy of the DuckDB warehouse file, committed: the
-    seconds of opening the file, of the MERGEs (staging included), of the commit, and of closing it."""
+    """The bare MERGE of `batch`'s summary-deltas on a copy of the DuckDB warehouse file, committed
+    (_timed_commit's seconds: opening the file, the MERGEs, the commit, closing it)."""
     source = Path(cycle.warehouse.engine.url.database)
     with tempfile.TemporaryDirectory(dir=source.parent) as tmp:
         copy = Path(tmp) / source.name
         shutil.copy(source, copy)
-        engine = sa.create_engine(f"duckdb:///{copy}", poolclass=sa.pool.NullPool)
-        opened = time.perf_counter()
-        conn = engine.connect()
-        tx = conn.begin()
-        t0 = time.perf_counter()
-        bare_merges(cycle, batch, conn)
-        t1 = time.perf_counter()
-        tx.commit()
-        t2 = time.perf_counter()
-        conn.close()
-        engine.dispose()
-        t3 = time.perf_counter()
-    return {"open": t0 - opened, "merge": t1 - t0, "commit": t2 - t1, "close": t3 - t2}
+        return _timed_commit(cycle, batch, f"duckdb:///{copy}", "merge")
 
 
-def committed_pg(cycle: Cycle, batch: str, url: str, bare: dict) -> dict:
-    """The faster bare statement of `batch` on PostgreSQL (see `bare`), committed on copies of the summary
-    tables (CREATE TABLE … LIKE … INCLUDING ALL, rows copied, analyzed) in the schema ns_bench_window_copy:
-    the seconds of connecting, of the statements (staging included), of the commit and of closing."""
-    copy = SCHEMA + "_copy"
-    tables = [cycle.warehouse.dialect.storage_name(v) for v in cycle.plan.views]
-    _pg(url, f'DROP SCHEMA IF EXISTS "{copy}" CASCADE', f'CREATE SCHEMA "{copy}"',
-        *(f'CREATE TABLE "{copy}"."{t}" (LIKE "{SCHEMA}"."{t}" INCLUDING ALL)' for t in tables),
-        *(f'INSERT INTO "{copy}"."{t}" SELECT * FROM "{SCHEMA}"."{t}"' for t in tables))
-    _pg(url, *(f'VACUUM ANALYZE "{copy}"."{t}"' for t in tables), autocommit=True)
-    statement = "upsert" if bare["upsert"] < bare["rolled_back"] else "merge"
-    engine = sa.create_engine(_in(url, copy), poolclass=sa.pool.NullPool)
+def _timed_commit(cycle: Cycle, batch: str, url: str, statement: str) -> dict:
+    """`batch`'s bare statements over a new connection to `url`, committed: the seconds of connecting, of
+    the statements (staging included), of the commit and of closing."""
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
     opened = time.perf_counter()
     conn = engine.connect()
     tx = conn.begin()
@@ -134,8 +114,23 @@ def committed_pg(cycle: Cycle, batch: str, url: str, bare: dict) -> dict:
     conn.close()
     engine.dispose()
     t3 = time.perf_counter()
-    _pg(url, f'DROP SCHEMA "{copy}" CASCADE')
     return {"open": t0 - opened, "merge": t1 - t0, "commit": t2 - t1, "close": t3 - t2, "statement": statement}
+
+
+def committed_pg(cycle: Cycle, batch: str, url: str, bare: dict) -> dict:
+    """The faster bare statement of `batch` on PostgreSQL (see `bare`), committed on copies of the summary
+    tables (CREATE TABLE … LIKE … INCLUDING ALL, rows copied, analyzed) in the schema ns_bench_window_copy
+    (_timed_commit's seconds)."""
+    copy = SCHEMA + "_copy"
+    tables = [cycle.warehouse.dialect.storage_name(v) for v in cycle.plan.views]
+    _pg(url, f'DROP SCHEMA IF EXISTS "{copy}" CASCADE', f'CREATE SCHEMA "{copy}"',
+        *(f'CREATE TABLE "{copy}"."{t}" (LIKE "{SCHEMA}"."{t}" INCLUDING ALL)' for t in tables),
+        *(f'INSERT INTO "{copy}"."{t}" SELECT * FROM "{SCHEMA}"."{t}"' for t in tables))
+    _pg(url, *(f'VACUUM ANALYZE "{copy}"."{t}"' for t in tables), autocommit=True)
+    statement = "upsert" if bare["upsert"] < bare["rolled_back"] else "merge"
+    timed = _timed_commit(cycle, batch, _in(url, copy), statement)
+    _pg(url, f'DROP SCHEMA "{copy}" CASCADE')
+    return timed
 
 
 def _in(url: str, schema: str) -> str:
