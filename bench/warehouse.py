@@ -121,10 +121,11 @@ def staging_throughput(work: Path, url: str, batch: str) -> dict:
     return out
 
 
-def _pg_exec(url: str, *statements: str) -> None:
+def _pg_exec(url: str, *statements: str, autocommit: bool = False) -> None:
+    """Run `statements` in one transaction (`autocommit`: each on its own, as VACUUM needs)."""
     import sqlalchemy as sa
 
-    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool, **({"isolation_level": "AUTOCOMMIT"} if autocommit else {}))
     with engine.begin() as conn:
         for s in statements:
             conn.exec_driver_sql(s)

@@ -25,6 +25,7 @@ idle machine.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -35,12 +36,12 @@ import sqlalchemy as sa
 
 from bench.measure import bare_merge, bare_merges
 from bench.modes import run_line
+from bench.warehouse import PG_URL, _pg_exec
 from nightshift.config import load_project
 from nightshift.cycle import Cycle
 from nightshift.example import RetailGenerator, batch_id, init_project, write_batch
 
 HERE = Path(__file__).resolve().parent
-PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 SCHEMA = "ns_bench_window"
 
 
@@ -50,8 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fraction", type=float, default=0.001, help="changes of a night, as a fraction of --pos")
     p.add_argument("--nights", type=int, default=2, help="update-generating nights (the first is a warm-up)")
     p.add_argument("--work", default=str(HERE / "out" / "window"))
-    p.add_argument("--pg", nargs="?", const=PG_URL, default=None, metavar="URL",
-                   help=f"PostgreSQL instead of a DuckDB file (default URL {PG_URL})")
+    p.add_argument("--pg", nargs="?", const=os.environ.get("NIGHTSHIFT_BENCH_PG_URL", PG_URL), default=None,
+                   metavar="URL", help=f"PostgreSQL instead of a DuckDB file (default URL $NIGHTSHIFT_BENCH_PG_URL "
+                                       f"or {PG_URL})")
     p.add_argument("--out", default=None, help="report (default bench/WINDOW.md, with --pg bench/WINDOW_PG.md)")
     args = p.parse_args(argv)
     args.out = args.out or str(HERE / ("WINDOW_PG.md" if args.pg else "WINDOW.md"))
@@ -59,15 +61,13 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(args.work)
     shutil.rmtree(root, ignore_errors=True)
     init_project(root, None, 0)
+    project = load_project(root)
     if args.pg:
-        _pg(args.pg, f'DROP SCHEMA IF EXISTS "{SCHEMA}" CASCADE', f'CREATE SCHEMA "{SCHEMA}"')
-        toml = root / "nightshift.toml"
-        text = toml.read_text()
-        start = text.index("url = ")
-        toml.write_text(text[:start] + f'url = "{_in(args.pg, SCHEMA)}"' + text[text.index("\n", start):])
+        _pg_exec(args.pg, f'DROP SCHEMA IF EXISTS "{SCHEMA}" CASCADE', f'CREATE SCHEMA "{SCHEMA}"')
+        project = dataclasses.replace(project, warehouse_url=_in(args.pg, SCHEMA))
     gen = RetailGenerator(seed=42)
     first = gen.write(root / "lake", args.pos, 0)[0]
-    cycle = Cycle(load_project(root), progress=lambda m: print(m, flush=True))
+    cycle = Cycle(project, progress=lambda m: print(m, flush=True))
     cycle.run(first)
     nights = []
     for n in range(1, args.nights + 1):
@@ -123,28 +123,19 @@ def committed_pg(cycle: Cycle, batch: str, url: str, bare: dict) -> dict:
     (_timed_commit's seconds)."""
     copy = SCHEMA + "_copy"
     tables = [cycle.warehouse.dialect.storage_name(v) for v in cycle.plan.views]
-    _pg(url, f'DROP SCHEMA IF EXISTS "{copy}" CASCADE', f'CREATE SCHEMA "{copy}"',
+    _pg_exec(url, f'DROP SCHEMA IF EXISTS "{copy}" CASCADE', f'CREATE SCHEMA "{copy}"',
         *(f'CREATE TABLE "{copy}"."{t}" (LIKE "{SCHEMA}"."{t}" INCLUDING ALL)' for t in tables),
         *(f'INSERT INTO "{copy}"."{t}" SELECT * FROM "{SCHEMA}"."{t}"' for t in tables))
-    _pg(url, *(f'VACUUM ANALYZE "{copy}"."{t}"' for t in tables), autocommit=True)
+    _pg_exec(url, *(f'VACUUM ANALYZE "{copy}"."{t}"' for t in tables), autocommit=True)
     statement = "upsert" if bare["upsert"] < bare["rolled_back"] else "merge"
     timed = _timed_commit(cycle, batch, _in(url, copy), statement)
-    _pg(url, f'DROP SCHEMA "{copy}" CASCADE')
+    _pg_exec(url, f'DROP SCHEMA "{copy}" CASCADE')
     return timed
 
 
 def _in(url: str, schema: str) -> str:
     """`url` with its search_path set to `schema` (the summary tables' names are unqualified)."""
     return f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{schema}"
-
-
-def _pg(url: str, *statements: str, autocommit: bool = False) -> None:
-    engine = sa.create_engine(url, poolclass=sa.pool.NullPool,
-                              **({"isolation_level": "AUTOCOMMIT"} if autocommit else {}))
-    with engine.begin() as conn:
-        for s in statements:
-            conn.exec_driver_sql(s)
-    engine.dispose()
 
 
 def refresh_parts(cycle: Cycle, batch: str) -> dict:

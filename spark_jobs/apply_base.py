@@ -53,8 +53,7 @@ def apply_base(
         if by is not None:
             counts[table.name] |= _write_months(spark, lake, table, state, info, by, out)
         else:
-            new = _apply(table, read_base(spark, lake, table, state), spark.table(rel('ins', table.name)),
-                         spark.table(rel('del', table.name)) if info.deleted[table.name] else None)
+            new = _apply(spark, table, read_base(spark, lake, table, state), info)
             rows = parquet_rows(lake.current_base_dir(table.name, state)) + info.inserted[table.name] - info.deleted[table.name]
             new.coalesce(max(1, math.ceil(rows / ROWS_PER_FILE))).write.mode("overwrite").parquet(str(out))
         versions[table.name] = version
@@ -91,11 +90,11 @@ def _write_months(spark: SparkSession, lake: Lake, table: Table, state: LakeStat
     partitioned version (the current one is not partitioned by `by`) shuffles every row to its month,
     so that each month starts as one file."""
     current = lake.current_base_dir(table.name, state)
-    ins, dels = spark.table(rel('ins', table.name)), spark.table(rel('del', table.name))
-    touched = months(ins.unionByName(dels), by)
+    changes = spark.table(rel('ins', table.name)).unionByName(spark.table(rel('del', table.name)))
+    touched = months(changes, by)
     laid_out = current is not None and partition_column(current) == by
     old = read_months(spark, lake, table, state, touched) if laid_out else read_base(spark, lake, table, state)
-    new = _apply(table, old, ins, dels if info.deleted[table.name] else None).withColumn(PART, month_of(by))
+    new = _apply(spark, table, old, info).withColumn(PART, month_of(by))
     (new if laid_out else new.repartition(PART)).write.partitionBy(PART).mode("overwrite").parquet(str(out))
     linked = 0
     if laid_out:
@@ -107,11 +106,11 @@ def _write_months(spark: SparkSession, lake: Lake, table: Table, state: LakeStat
     return {"months_rewritten": len(touched) if laid_out else len(partition_months(out)), "months_linked": linked}
 
 
-def _apply(table: Table, old: DataFrame, ins: DataFrame, dels: DataFrame | None) -> DataFrame:
-    """old minus the deleted row images (bag semantics: each deletes one equal row) plus the inserted
-    rows; `dels` None when the batch deletes nothing from the table."""
-    if dels is None:
+def _apply(spark: SparkSession, table: Table, old: DataFrame, info: BatchInfo) -> DataFrame:
+    ins = spark.table(rel('ins', table.name))
+    if not info.deleted[table.name]:
         return old.unionByName(ins)
+    dels = spark.table(rel('del', table.name))
     cols = list(table.column_names)
     keys = dels.dropDuplicates(cols)
     cond = [old[ident(c, "spark")].eqNullSafe(keys[ident(c, "spark")]) for c in cols]

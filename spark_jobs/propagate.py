@@ -64,8 +64,7 @@ def _propagate(spark: SparkSession, plan: Plan, lake: Lake, batch: str, state: L
     frames = []
     for k in range(len(night.levels)):  # in level order: a nested view's change set needs its inner view's delta
         t_copies = time.perf_counter()
-        _copies(spark, plan, lake, night, state, k, lambda v: final[v])
-        updated = [c.view for c in night.copies if c.level == k]
+        updated = _copies(spark, plan, lake, night, state, k, lambda v: final[v])
         if updated:  # computes the summary-deltas of the lower levels these copies follow
             progress(f"propagate {batch}: level {k}: lake copies of {', '.join(updated)} updated (with the summary-deltas "
                      f"they follow) in {time.perf_counter() - t_copies:.1f}s")
@@ -118,15 +117,18 @@ def _night(spark: SparkSession, plan: Plan, lake: Lake, info: BatchInfo, state: 
 
 
 def _copies(spark: SparkSession, plan: Plan, lake: Lake, night: NightPlan, state: LakeState, level: int,
-            final_delta: Callable[[str], DataFrame]) -> None:
+            final_delta: Callable[[str], DataFrame]) -> list[str]:
     """The change sets of the copied views (Plan.copied_views) whose points run at `level` (spark_jobs/nested):
     each from its lake copy and its final summary-delta (final_delta(view)); their copies' next rows
-    are written under _copies/ for apply-base."""
+    are written under _copies/ for apply-base. Returns the views whose copies it updated."""
+    updated = []
     for step in night.copies:
         if step.level == level:
             view = plan.view(step.view)
             view_changes(spark, view, read_copy(spark, lake, view, state), final_delta(view.name),
                          lake.copy_update_dir(night.batch, view.name))
+            updated.append(view.name)
+    return updated
 
 
 def _old_extremes(spark: SparkSession, plan: Plan, lake: Lake, night: NightPlan, state: LakeState, level: int) -> None:
