@@ -1,6 +1,8 @@
 # nightshift — two commands set everything up on a fresh machine:
 #   make demo   creates .venv, installs pinned requirements, runs the retail example end to end
-#   make test   runs the test suite (real Spark local, real DuckDB, real PostgreSQL, real Airflow)
+#   make test   brings up PostgreSQL (bin/postgres-up: installs Debian's postgresql if missing, starts it,
+#               trusts loopback, creates database test) and runs the test suite (real Spark local,
+#               real DuckDB, real PostgreSQL, real Airflow)
 PYTHON  ?= python3.11
 VENV    := .venv
 BIN     := $(VENV)/bin
@@ -15,11 +17,12 @@ PORT    ?= 7077
 UI_PORT ?= 8081
 TEST_WORKERS ?= 2
 
-.PHONY: venv demo test test-fast bench airflow cluster cluster-stop cluster-status clean help
+.PHONY: venv postgres demo test test-fast bench airflow cluster cluster-stop cluster-status clean help
 
 help:
 	@echo "make demo    - set up .venv and run the retail example ($(ROWS) rows, $(NIGHTS) nights) end to end"
-	@echo "make test    - run the test suite (layer contract + every test)"
+	@echo "make test    - bring up PostgreSQL on 127.0.0.1:5432 and run the test suite (layer contract + every test)"
+	@echo "make postgres - bring up PostgreSQL on 127.0.0.1:5432 only (installs and starts it if needed)"
 	@echo "make test-fast - the layer contract, the compiler and the tests without Spark or Airflow (about a minute)"
 	@echo "make bench   - run the benchmarks (writes bench/REPORT.md)"
 	@echo "make airflow - Airflow standalone with the nightshift DAGs (UI on 127.0.0.1:8080; AIRFLOW_HOME=.airflow)"
@@ -40,8 +43,17 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/nightshift demo --dir demo-project --rows $(ROWS) --nights $(NIGHTS)
 
+# PostgreSQL for the tests: bin/postgres-up is idempotent and uses a server that already answers as it is.
+# NIGHTSHIFT_TEST_PG_URL set: the tests use that server and nothing is brought up. Under CI=true a
+# PostgreSQL that cannot be brought up fails here; elsewhere the PostgreSQL tests are then skipped.
+postgres:
+	@if [ -n "$$NIGHTSHIFT_TEST_PG_URL" ]; then echo "postgres: using NIGHTSHIFT_TEST_PG_URL"; \
+	elif bin/postgres-up; then :; \
+	elif [ "$$CI" = true ]; then echo "FAIL: PostgreSQL is required under CI=true and could not be brought up" >&2; exit 1; \
+	else echo "postgres: not available; the PostgreSQL tests will be skipped" >&2; fi
+
 # two pytest-xdist workers, the slowest units of work first (tests/conftest.py); TEST_WORKERS=0 runs serially
-test: $(STAMP)
+test: $(STAMP) postgres
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=15 tests
 
