@@ -16,17 +16,22 @@ WORKER_MEMORY ?= 1g
 PORT    ?= 7077
 UI_PORT ?= 8081
 TEST_WORKERS ?= 2
+# make spark-connect: a Spark Connect server that keeps Spark warm between commands (nightshift spark-connect)
+CONNECT_PORT ?= 15002
+CONNECT_MASTER ?= local[2]
 
-.PHONY: venv postgres demo test test-fast bench airflow cluster cluster-stop cluster-status clean help
+.PHONY: venv postgres demo test test-fast docs bench airflow cluster cluster-stop cluster-status spark-connect spark-connect-stop spark-connect-status clean help
 
 help:
 	@echo "make demo    - set up .venv and run the retail example ($(ROWS) rows, $(NIGHTS) nights) end to end"
 	@echo "make test    - bring up PostgreSQL on 127.0.0.1:5432 and run the test suite (layer contract + every test)"
 	@echo "make postgres - bring up PostgreSQL on 127.0.0.1:5432 only (installs and starts it if needed)"
 	@echo "make test-fast - the layer contract, the compiler and the tests without Spark or Airflow (about a minute)"
+	@echo "make docs    - build the documentation site into build/site (mkdocs --strict, offline)"
 	@echo "make bench   - run the benchmarks (writes bench/REPORT.md)"
 	@echo "make airflow - Airflow standalone with the nightshift DAGs (UI on 127.0.0.1:8080; AIRFLOW_HOME=.airflow)"
 	@echo "make cluster - local Spark standalone master + $(WORKERS) worker(s) on 127.0.0.1:$(PORT) (UI $(UI_PORT)); make cluster-stop ends it"
+	@echo "make spark-connect - a Spark Connect server on 127.0.0.1:$(CONNECT_PORT): set [spark] remote to its URL; make spark-connect-stop ends it"
 	@echo "make clean   - remove the demo project and caches (keeps .venv)"
 
 $(STAMP): requirements.txt requirements.lock pyproject.toml
@@ -53,7 +58,7 @@ postgres:
 	else echo "postgres: not available; the PostgreSQL tests will be skipped" >&2; fi
 
 # two pytest-xdist workers, the slowest units of work first (tests/conftest.py); TEST_WORKERS=0 runs serially
-test: $(STAMP) postgres
+test: $(STAMP) postgres docs
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=15 tests
 
@@ -61,6 +66,10 @@ test: $(STAMP) postgres
 test-fast: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q -m "not slow" tests
+
+# the documentation site (docs/, mkdocs.yml); docs/hooks.py generates the CLI reference from nightshift/cli.py
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -d build/site
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.run
@@ -77,6 +86,16 @@ cluster-status:
 
 cluster-stop:
 	$(BIN)/python bin/spark-cluster stop
+
+# Spark kept warm between commands: projects with [spark] remote = "sc://127.0.0.1:$(CONNECT_PORT)" use it
+spark-connect: $(STAMP)
+	$(BIN)/nightshift spark-connect start --port $(CONNECT_PORT) --master '$(CONNECT_MASTER)'
+
+spark-connect-status:
+	$(BIN)/nightshift spark-connect status
+
+spark-connect-stop:
+	$(BIN)/nightshift spark-connect stop
 
 clean:
 	rm -rf demo-project .pytest_cache spark-warehouse metastore_db derby.log

@@ -3,7 +3,9 @@
     parse_schema      sql/schema.sql              -> Schema
     read_view         sql/summaries/<view>.sql    -> ViewStatement   (one CREATE VIEW per file)
     view_order        ViewStatements              -> order           (a view after the views it reads; no cycles)
-    check_functions   ViewStatement               -> (refuses what the engines disagree on)
+    expand_stars      ViewStatement               -> ViewStatement   (SELECT * and t.* as the columns they mean today)
+    canonical         ViewStatement               -> ViewStatement   (the warehouse's SQL as neutral SQL, same meaning)
+    refusals          ViewStatements              -> (what no engine computes as the warehouse does: one error)
     with_view_tables  Schema + Views read         -> Schema          (an incremental view another reads is a table)
     parse_view        ViewStatement               -> ParsedView      delta (or nested) mode, or NotIncremental ...
     normalize         ParsedView                  -> View            (AVG -> SUM/COUNT, hidden counts, HAVING)
@@ -26,13 +28,15 @@ from lattice.ir import MAINTAIN, FunctionalDependency, Plan, Schema, UserAggrega
 from lattice.passes.auxiliary import fact_map, without_distinct
 from lattice.passes.choose_extremes import AUX_SHARE, auxiliary_rows, prefer_auxiliary
 from lattice.passes.choose_parents import Statistics
-from lattice.passes.functions import check_functions, nondeterministic
+from lattice.passes.expand_stars import expand_stars
+from lattice.passes.functions import check_functions, nondeterministic, refusals
 from lattice.passes.nested import with_view_tables
 from lattice.passes.normalize import normalize
 from lattice.passes.parse_schema import parse_schema
 from lattice.passes.parse_views import ViewStatement, fact_of, holistic, parse_view, read_view
 from lattice.passes.recompute import recompute_view
 from lattice.sql import ident
+from lattice.warehouse_sql import canonical, with_decimal_quantile_types
 
 
 def compile_project(
@@ -43,21 +47,26 @@ def compile_project(
     maintain: tuple[tuple[str, str], ...] = (),
     aggregates: tuple[UserAggregate, ...] = (),
     statistics: tuple[tuple[str, int], ...] = (),
+    dialect: str = "duckdb",
 ) -> Plan:
     """Compile a project's schema and summary views (file name -> SQL text) into a Plan.
     maintain: nightshift.toml [views] as (view name, "auto" | "incremental" | "delta" | "recompute" | ...) pairs;
     aggregates: its [aggregates] (user-defined aggregates); statistics: its [statistics] as ("table",
-    rows) and ("table.column", distinct values) pairs (lattice/passes/choose_extremes.py)."""
+    rows) and ("table.column", distinct values) pairs (lattice/passes/choose_extremes.py); dialect: the
+    warehouse's ("duckdb" | "postgres"), where the engines disagree on what a view's SQL means (the columns
+    a SELECT * over JOIN … USING lists first; the views are written in its SQL, lattice/warehouse_sql.py)."""
     check_user_aggregates(aggregates)
     schema = parse_schema(schema_sql, schema_file)
     stats = declared_statistics(statistics, schema)
-    statements = [read_view(text, file) for file, text in sorted(view_files.items())]
+    statements = [read_view(text, file, dialect) for file, text in sorted(view_files.items())]
     names = frozenset(s.name.lower() for s in statements)
+    statements = _in_neutral_sql(statements, view_files, schema, dialect, aggregates)
     settings = _settings(maintain, names)
     _check_statement_names(statements)
     compiled: dict[str, View] = {}
     auxiliary: list[tuple[View, str]] = []  # (auxiliary view, the view it serves)
     for st in view_order(statements, names):
+        st = expand_stars(st, schema, {n: tuple(o.name for o in v.outputs) for n, v in compiled.items()}, dialect)
         read = [compiled[n] for n in _reads(st, names) if compiled[n].incremental]
         view, aux = compile_view(st, with_view_tables(schema, read), names, settings.get(st.name.lower(), "auto"),
                                  aggregates, dependencies, stats)
@@ -116,7 +125,8 @@ def compile_view(statement: ViewStatement, schema: Schema, names: frozenset[str]
         if maintain == "incremental":
             raise NotIncremental(f"{e}; nightshift.toml [views] {statement.name} = \"incremental\" forbids keeping it "
                                  f"by recompute (remove the setting, or rewrite the view)") from None
-        view = recompute_view(statement, schema, names, str(e))
+        typed = with_decimal_quantile_types(statement.query, _column_types(statement.query, schema))
+        view = recompute_view(replace(statement, query=typed), schema, names, str(e))
     inner = schema.table(view.fact).view if view.incremental else None
     if inner is not None:
         view = replace(view, mode="nested", reads=(inner,),
@@ -124,6 +134,41 @@ def compile_view(statement: ViewStatement, schema: Schema, names: frozenset[str]
     elif view.incremental and view.has_min_max and maintain in ("auto", "incremental", "delta"):
         return _extremes(view, statement, schema, names, maintain, dependencies, stats or Statistics())
     return replace(view, maintain=maintain), ()
+
+
+def _in_neutral_sql(statements: list[ViewStatement], view_files: dict[str, str], schema: Schema,
+                    warehouse: str | None, aggregates: tuple[UserAggregate, ...]) -> list[ViewStatement]:
+    """Each view read into neutral SQL with the warehouse's semantics (lattice/warehouse_sql.py); every
+    construct of every view that no engine computes as the warehouse does is reported in one error, each
+    as the user wrote it, with its file and line (lattice/passes/functions.py)."""
+    user = frozenset(a.name.lower() for a in aggregates)
+    out, refused = [], []
+    for st in statements:
+        query = canonical(st.query, warehouse, _column_types(st.query, schema))
+        refused += refusals(query, view_files.get(st.file, ""), st.file, st.name, warehouse, user)
+        out.append(replace(st, query=query))
+    if len(refused) == 1:
+        raise UnsupportedView(str(refused[0]))
+    if refused:
+        raise UnsupportedView(f"{len(refused)} constructs in the summary views have no translation that computes "
+                              f"what the warehouse computes:\n" + "\n".join(f"  {r}" for r in refused))
+    return out
+
+
+def _column_types(query: exp.Expression, schema: Schema):
+    """A column of the view's tables -> its declared type (None: not a column of a declared table)."""
+    tables = {t.alias_or_name.lower(): schema.table(t.name) for t in query.find_all(exp.Table)
+              if schema.table(t.name) is not None}
+
+    def column_type(col: exp.Column) -> str | None:
+        if col.table:
+            table = tables.get(col.table.lower())
+            found = [table.column(col.name)] if table is not None and table.column(col.name) is not None else []
+        else:
+            found = [t.column(col.name) for t in tables.values() if t.column(col.name) is not None]
+        return found[0].type if len(found) == 1 else None
+
+    return column_type
 
 
 def _extremes(view: View, statement: ViewStatement, schema: Schema, names: frozenset[str], maintain: str,

@@ -24,6 +24,7 @@ from lattice.passes.normalize import served
 from lattice.refresh import fresh, merged
 from lattice.sql import ident as q
 from lattice.sql import safe_name
+from lattice.warehouse_sql import duckdb_decimal_interpolation
 
 SIGN = "_ns_sign"
 LOST = "_ns_lost"
@@ -391,6 +392,10 @@ def _holistic_parts(view: View, hol: list[StoredAggregate], vals: str, keys: lis
             picks += [f"{at(f'FLOOR({pos})')} AS {q(s.column + '_lo')}", f"{at(f'CEIL({pos})')} AS {q(s.column + '_hi')}",
                       f"MAX({pos}) AS {q(s.column + '_pos')}"]
             lo, hi, at_pos = (q(s.column + suffix) for suffix in ("_lo", "_hi", "_pos"))
+            if s.type.startswith("DECIMAL"):  # the warehouse's (DuckDB's) DECIMAL interpolation
+                finals.append(f"CASE WHEN FLOOR({at_pos}) = CEIL({at_pos}) THEN CAST({lo} AS {s.type}) ELSE "
+                              f"{duckdb_decimal_interpolation(lo, hi, at_pos, s.type)} END AS {col}")
+                continue
             finals.append(f"CAST(CASE WHEN FLOOR({at_pos}) = CEIL({at_pos}) THEN CAST({lo} AS DOUBLE) ELSE "
                           f"(CEIL({at_pos}) - {at_pos}) * CAST({lo} AS DOUBLE) + ({at_pos} - FLOOR({at_pos})) * "
                           f"CAST({hi} AS DOUBLE) END AS {s.type}) AS {col}")
@@ -589,10 +594,13 @@ def recompute_sql(view: View, plan, state: str = "new") -> str:
     """A view kept by recompute, evaluated over the base at `state` ("new": after the night's batch,
     "old": the base as the lake holds it): its own SQL with every declared table read from
     __ns_<state>_<t> and every summary view it reads inlined as a common table expression (their
-    own SQL, over the same state, innermost first)."""
+    own SQL, over the same state, innermost first), its columns named as the view declares them
+    (`CREATE VIEW mv (x) AS SELECT …` is read as mv(x), whatever its SELECT calls them)."""
     inner = []
     for name in _reads_closure(view, plan):
-        inner.append(f"{q(plan.view(name).name)} AS ({_over_state(plan.view(name).sql, plan, state)})")
+        v = plan.view(name)
+        columns = ", ".join(q(o.name) for o in v.outputs)
+        inner.append(f"{q(v.name)}({columns}) AS ({_over_state(v.sql, plan, state)})")
     body = _over_state(view.sql, plan, state)
     return f"WITH {', '.join(inner)}\nSELECT * FROM ({body}) AS {q('_ns_view')}" if inner else body
 
@@ -614,16 +622,27 @@ def _reads_closure(view: View, plan) -> list[str]:
 
 def _over_state(sql: str, plan, state: str) -> str:
     """`sql` with each declared table replaced by its registered relation at `state` (keeping the
-    table's name or alias, so qualified columns still resolve); CTEs and summary views untouched."""
+    table's name or alias, so qualified columns still resolve); CTEs and summary views untouched.
+    Only the table's name and alias change: a table node also carries what follows it inside a
+    parenthesized join nest (`(r FULL JOIN s ON …)` is a Table r with joins), which stays as written."""
     tree = sqlglot.parse_one(sql)
     ctes = {c.alias_or_name.lower() for c in tree.find_all(sqlglot.exp.CTE)}
     for t in list(tree.find_all(sqlglot.exp.Table)):
         table = plan.schema.table(t.name) if t.name and t.name.lower() not in ctes else None
-        if table is None:
+        if table is None or table.view is not None:  # a summary view: inlined by recompute_sql
             continue
         alias = t.args.get("alias") or sqlglot.exp.TableAlias(this=sqlglot.exp.to_identifier(table.name, quoted=True))
-        t.replace(sqlglot.exp.Table(this=sqlglot.exp.to_identifier(rel(state, table.name)), alias=alias))
+        rename_table(t, rel(state, table.name), alias)
     return tree.sql()
+
+
+def rename_table(table: sqlglot.exp.Table, name: str, alias: sqlglot.exp.TableAlias | None) -> None:
+    """Point `table` at relation `name` under `alias`, in place: its joins (a join nest's), hints and
+    sample stay; replacing the node with a new Table would drop them."""
+    table.set("this", sqlglot.exp.to_identifier(name))
+    table.set("db", None)
+    table.set("catalog", None)
+    table.set("alias", alias)
 
 
 # ------------------------------------------------------------------ nested mode (paper 000)

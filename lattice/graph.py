@@ -41,7 +41,9 @@ def levels(lattice: Lattice) -> tuple[tuple[str, ...], ...]:
     higher level. Computed on the lattice's shape (dlattice.lattice_shape: every edge, before any
     statistics), so whatever parent the cost model picks for a point on any night, it lies on a lower
     level or is the change set: one propagate task per level, in order, always finds its parents'
-    summary-deltas computed. Points of a level in lattice order."""
+    summary-deltas computed. Points of a level in lattice order. There is always a level 0, even with no
+    point at all: the views kept by recompute are computed there (a project whose views are all kept by
+    recompute still runs one propagate task a night)."""
     level: dict[str, int] = {}
     after = {n.name: n.after for n in lattice.nodes if n.kind == "changes" and n.after}
     for name in _order_with_after(lattice, after):
@@ -52,7 +54,7 @@ def levels(lattice: Lattice) -> tuple[tuple[str, ...], ...]:
         uppers = [level[e.upper] for e in lattice.edges_into(name) if e.upper in level]
         level[name] = 1 + max(uppers) if uppers else 0
     points = {n: k for n, k in level.items() if lattice.node(n).kind != "changes"}
-    out: list[list[str]] = [[] for _ in range(1 + max(points.values(), default=-1))]
+    out: list[list[str]] = [[] for _ in range(1 + max(points.values(), default=0))]
     for n in lattice.nodes:
         if n.name in points:
             out[points[n.name]].append(n.name)

@@ -182,7 +182,7 @@ MAINTAIN = ("auto", "incremental", "delta", "recompute", "auxiliary", "map")  # 
 class View:
     name: str
     file: str
-    sql: str  # the user's SELECT, as written (the oracle runs it)
+    sql: str  # the user's SELECT, its stars written out (lattice/passes/expand_stars.py); the oracle runs it
     fact: str
     tables: tuple[str, ...]  # fact first, then dimensions in join order
     joins: tuple[Join, ...]

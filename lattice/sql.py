@@ -21,7 +21,10 @@ import re
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
 from sqlglot.dialects.spark import Spark
+
+from lattice.warehouse_sql import for_engine
 
 
 class _Spark(Spark):
@@ -84,11 +87,13 @@ def _string(text: str, engine: str) -> str:
 
 
 def to_dialect(sql: str, engine: str) -> str:
-    """Neutral SQL (one statement) as the engine's SQL."""
+    """Neutral SQL (one statement) as the engine's SQL, computing what the warehouse computes: each
+    function family in the engine's spelling of the warehouse's semantics (lattice/warehouse_sql.py)."""
     _check(engine)
     if engine == "neutral":
         return sql
-    return sqlglot.transpile(sql, write=_SQLGLOT[engine])[0]
+    tree = for_engine(sqlglot.parse_one(sql), engine)
+    return Dialect.get_or_raise(_SQLGLOT[engine]).generate(tree, copy=False)
 
 
 def duckdb_read_parquet(files) -> str:

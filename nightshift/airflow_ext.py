@@ -1,23 +1,17 @@
-"""Airflow pieces that must be importable by path (the triggerer loads triggers by classpath), and the
-warehouse credentials that DAG tasks take from an Airflow connection ([warehouse] airflow_conn_id).
+"""Airflow pieces of the DAG factory: the spark-submit operator that hands a task the warehouse
+credentials, which DAG tasks take from an Airflow connection ([warehouse] airflow_conn_id).
 
 Imported only by dags/ and Airflow workers: the CLI never imports Airflow.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import glob
 import os
-from datetime import timedelta
 from pathlib import Path
-from typing import Any, AsyncIterator
 from urllib.parse import quote
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import BaseSensorOperator
-from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from runtime.errors import ConfigError
 from nightshift import config
@@ -30,51 +24,6 @@ _LIBPQ_EXTRAS = frozenset({
     "gssencmode", "application_name", "connect_timeout", "target_session_attrs", "client_encoding",
     "keepalives", "keepalives_idle", "keepalives_interval", "keepalives_count", "tcp_user_timeout",
 })
-
-
-class GlobTrigger(BaseTrigger):
-    """Fires when any folder matches `pattern` (e.g. lake/changes/*/batch_id=20261102)."""
-
-    def __init__(self, pattern: str, poke_interval: float = 30.0):
-        super().__init__()
-        self.pattern = pattern
-        self.poke_interval = poke_interval
-
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        return ("nightshift.airflow_ext.GlobTrigger", {"pattern": self.pattern, "poke_interval": self.poke_interval})
-
-    async def run(self) -> AsyncIterator[TriggerEvent]:
-        while True:
-            found = sorted(glob.glob(self.pattern))
-            if found:
-                yield TriggerEvent({"status": "found", "paths": found})
-                return
-            await asyncio.sleep(self.poke_interval)
-
-
-class ChangeBatchSensor(BaseSensorOperator):
-    """Wait (deferred, no worker slot held) until the night's change batch has landed in the lake."""
-
-    template_fields = ("pattern",)
-
-    def __init__(self, *, pattern: str, **kwargs):
-        super().__init__(**kwargs)
-        self.pattern = pattern
-
-    def poke(self, context) -> bool:
-        return bool(glob.glob(self.pattern))
-
-    def execute(self, context):
-        if self.poke(context):
-            return sorted(glob.glob(self.pattern))
-        self.defer(
-            trigger=GlobTrigger(self.pattern, self.poke_interval),
-            method_name="execute_complete",
-            timeout=timedelta(seconds=self.timeout),
-        )
-
-    def execute_complete(self, context, event=None):
-        return (event or {}).get("paths")
 
 
 # ---------------------------------------------------------------- warehouse credentials
@@ -147,7 +96,28 @@ class NightshiftSparkSubmit(SparkSubmitOperator):
         super().__init__(**kwargs)
         self.warehouse_conn_id = warehouse_conn_id
 
+    def finished(self) -> str | None:
+        """Why the step this task submits has nothing left to do (nightshift.cycle.Cycle.finished: the lake
+        and the ledger say its output for this batch is complete), so the task ends at once without
+        starting Spark; None when it must run."""
+        args = [str(a) for a in self.application_args or ()]
+        if not args or args[0] not in ("propagate", "apply-base"):
+            return None
+        from nightshift.cycle import Cycle
+
+        value = lambda flag: args[args.index(flag) + 1] if flag in args else None  # noqa: E731
+        level = value("--level")
+        cycle = Cycle(load_project(value("--project")), progress=print)
+        try:
+            return cycle.finished(args[0], value("--batch"), int(level) if level is not None else None)
+        finally:
+            cycle.close()
+
     def execute(self, context):
+        done = self.finished()
+        if done:
+            print(f"{' '.join(str(a) for a in self.application_args[:1])}: skipped ({done}); no Spark job started")
+            return None
         url = warehouse_url_override(self.warehouse_conn_id)
         if url is None:
             return super().execute(context)

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Callable
 
 from lattice.ir import Table
-from nightshift.config import Project
+from nightshift.config import CAPTURE_KEYS, Project
 from runtime.capture import KINDS, CaptureRecord
 from runtime.errors import BatchOrderError, ConfigError
 from runtime.lake import Lake, check_batch_id
@@ -68,7 +68,7 @@ def configured_sources(project: Project) -> tuple[Source, ...]:
         where = f"{toml}: [capture.{table}]"
         if not isinstance(spec, dict):
             raise ConfigError(f"{where} must be a table with kind and path")
-        unknown = sorted(set(spec) - {"kind", "path", "since_column"})
+        unknown = sorted(set(spec) - set(CAPTURE_KEYS))
         if unknown:
             raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)} (kind, path, since_column)")
         kind, path, since = spec.get("kind"), spec.get("path"), spec.get("since_column")
@@ -170,7 +170,8 @@ def capture(project: Project, batch: str, sources: tuple[Source, ...] | None = N
         jobs.append((s, table, source_files(source_path(project, s, batch, ds), s.kind, where)))
     if len({table.name for _, table, _ in jobs}) < len(jobs):
         raise ConfigError(f"capture of batch {batch}: one source per table")
-    session = spark or (spark_factory() if spark_factory else get_spark(project.spark_master, f"nightshift:{project.name}"))
+    session = spark or (spark_factory() if spark_factory else
+                        get_spark(project.spark_master, f"nightshift:{project.name}", project.spark_remote))
     written: list[tuple[str, Path, CaptureRecord]] = []
     try:
         for s, table, files in jobs:

@@ -5,24 +5,25 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import time
 from pathlib import Path
 
 from lattice.dlattice import build_lattice
+from lattice.passes.parse_schema import parse_schema
 from nightshift import render
-from nightshift.capture import capture, chosen_sources
 from nightshift.config import load_project
-from nightshift.cycle import Cycle, stderr_progress
 from nightshift.errors import InjectedCrash, NightshiftError
-from nightshift.example import init_project
-from nightshift.example_sources import init_demo
-from nightshift.oracle import check_all, compare
+from nightshift.load import landed_info, load as load_batch
+from nightshift.nights import pending_batches
 from runtime.lake import Lake
-from runtime.night import NightPlan
-from spark_jobs.oracle import recompute_all
+from runtime.night import NightPlan, plan_night
 from warehouse.store import Warehouse
+
+# The modules that load PySpark and pandas (seconds of imports) are imported by the commands that use
+# them, so `init`, `load`, `plan` and `--help` answer at once.
 
 EPILOG = "Docs: README.md. Batches apply in id order; every step is safe to rerun."
 
@@ -30,6 +31,8 @@ EPILOG = "Docs: README.md. Batches apply in id order; every step is safe to reru
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    if getattr(args, "verbose", False):
+        os.environ["NIGHTSHIFT_VERBOSE"] = "1"  # Spark starts with its own INFO/WARN logging (spark_jobs/session.py)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
@@ -53,10 +56,13 @@ def _parser() -> argparse.ArgumentParser:
         "propagate changes outside the batch window (Spark), refresh inside it (one warehouse transaction).",
         epilog=EPILOG,
     )
+    p.add_argument("--verbose", action="store_true", help="also show Spark's own INFO and WARN log lines")
     sub = p.add_subparsers(title="commands", metavar="COMMAND")
 
     def cmd(name: str, func, help: str, batch: bool = False, project: bool = True) -> argparse.ArgumentParser:
         c = sub.add_parser(name, help=help, description=help, epilog=EPILOG)
+        c.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS,
+                       help="also show Spark's own INFO and WARN log lines")
         if project:
             c.add_argument("--project", default=".", metavar="DIR", help="the project folder (default: current folder)")
         if batch:
@@ -64,17 +70,22 @@ def _parser() -> argparse.ArgumentParser:
         c.set_defaults(func=func)
         return c
 
-    c = cmd("init", _init, "Create a project folder (optionally the retail example of paper 001 with data).", project=False)
+    c = cmd("init", _init, "Create a project folder: an empty project to fill in (nightshift.toml, sql/schema.sql, "
+            "sql/summaries/, lake/changes/), or with --example retail the retail example with its data.", project=False)
     c.add_argument("dir", metavar="DIR", help="folder to create")
-    c.add_argument("--example", choices=["retail"], help="also write the example's change batches")
+    c.add_argument("--example", choices=["retail"], help="the retail example (stores, items, point-of-sale rows, four "
+                   "summary views) with its change batches")
     c.add_argument("--rows", type=int, default=1_000_000, help="pos rows in the example's first batch (default 1000000)")
     c.add_argument("--nights", type=int, default=3, help="nightly batches after the first (default 3)")
-    c = cmd("plan", _plan, "Print the compiled plan: views, join trees, group-by keys, hidden columns, and the "
-            "optimized D-lattice (paper 001, Section 5: which summary-delta is derived from which, join labels, "
-            "estimated and actual rows); writes plan.dot, plan.png and plan.json. With --batch ID: the night's plan "
-            "exactly as propagate ran it for that batch (parents, pre-aggregation, exact MIN/MAX, levels, options).")
-    c.add_argument("--batch", metavar="ID", help="show the night's plan of this propagated batch (default: the last "
-                   "propagated batch of this plan; before any, the plan costed with default statistics)")
+    c = cmd("plan", _plan, "Print the plan: each summary view, the mode that keeps it and why, and the order in which "
+            "a night computes them; writes plan.dot, plan.png and plan.json. With --batch ID: that night's plan, as it "
+            "ran (after propagate) or as it would run (a landed batch, costed with its sizes). --explain adds the "
+            "details: join trees, stored columns, the lattice of summary-deltas and the method behind each step.")
+    c.add_argument("--batch", metavar="ID", help="show the night of this batch: as propagate ran it, or for a landed "
+                   "batch not yet propagated, a preview from its sizes (default: the last propagated batch of this "
+                   "plan; before any, the plan costed with default statistics)")
+    c.add_argument("--explain", action="store_true", help="every detail, with internal names and the research "
+                   "references behind each step")
     c.add_argument("--out", metavar="DIR", help="where to write plan.dot/plan.png/plan.json (default: the project folder)")
     c.add_argument("--json", action="store_true", help="machine-readable output")
     cmd("materialize", _materialize, "Build every summary table from the current base tables (one transaction).")
@@ -83,7 +94,7 @@ def _parser() -> argparse.ArgumentParser:
         "every other summary table untouched, in one warehouse transaction. nightshift plan lists the difference. "
         "Safe to rerun.")
     c = cmd("propagate", _step("propagate"), "Compute the batch's summary-deltas with Spark (outside the window).", batch=True)
-    c.add_argument("--level", type=int, metavar="K", help="only level K of the D-lattice (nightshift plan lists the "
+    c.add_argument("--level", type=int, metavar="K", help="only level K of the night's plan (nightshift plan lists the "
                    "levels; the Airflow DAG runs one task per level, in order, and the last level writes the manifest "
                    "refresh needs); default: every level in one Spark job")
     cmd("refresh", _step("refresh"), "Apply the batch's summary-deltas to every summary table in one transaction.", batch=True)
@@ -105,54 +116,150 @@ def _parser() -> argparse.ArgumentParser:
     source.add_argument("--append", metavar="PATH", help="an append-only log of T (Parquet or CSV); needs --since-column")
     c.add_argument("--since-column", metavar="C", help="with --append: rows whose C is beyond the last captured watermark become inserts")
     c.add_argument("--ds", metavar="YYYY-MM-DD", help="the date {ds} stands for in source paths (default: the batch id, when it is YYYYMMDD)")
-    cmd("run", _run, "The whole nightly cycle of one batch: propagate, refresh, apply-base.", batch=True)
+    c = cmd("run", _run, "The whole nightly cycle of one batch (propagate, refresh, apply-base), or with --pending of "
+            "every landed batch not yet applied, in batch-id order, stopping at the first failure.")
+    which = c.add_mutually_exclusive_group(required=True)
+    which.add_argument("--batch", metavar="ID", help="the change batch id (lake/changes/<table>/batch_id=<ID>)")
+    which.add_argument("--pending", action="store_true", help="every landed batch not yet applied, in batch-id order")
+    c = cmd("load", _load, "Write a change batch from CSV, JSON lines (.json/.jsonl) or Parquet files (by extension): "
+            "the files' rows become one new part of lake/changes/<table>/batch_id=<ID>/ in the exact column types of "
+            "sql/schema.sql, converted only where that is exact. Every problem of every file is reported at once, and "
+            "then nothing is written. Several loads build one batch; a batch that propagate has read is refused. No Spark.")
+    c.add_argument("--batch", required=True, metavar="ID", help="the change batch id (ids sort in apply order, e.g. 20261101)")
+    c.add_argument("--table", required=True, metavar="T", help="the table of sql/schema.sql the rows belong to")
+    c.add_argument("--op", choices=["insert", "delete"], default="insert", help="what the rows are (default insert); a "
+                   "delete from a table with a PRIMARY KEY may carry only the key columns: the full row is looked up")
+    c.add_argument("files", nargs="+", metavar="FILE", help="input files: .csv (header line; empty field = NULL), "
+                   ".json/.jsonl (one object a line), .parquet")
     cmd("publish", _step("publish"), "Mark a validated night published in the ledger (published_at; the Airflow DAG's "
         "publish task does this and emits its asset event). Refused until nightshift validate passed.", batch=True)
     c = cmd("verify", _verify, "Compare every served view with a from-scratch recompute (DuckDB and/or Spark).")
     c.add_argument("--engine", choices=["duckdb", "spark", "both"], default="duckdb")
-    c = cmd("status", _status, "Show applied batches (ledger and lake) and pending batches.")
+    c = cmd("status", _status, "Show applied batches (ledger and lake), pending batches, and how the last night kept "
+            "each summary view.")
     c = cmd("demo", _demo, "Create the retail example, run its nights end to end, and check the result.", project=False)
     c.add_argument("--dir", default="demo-project", help="project folder to (re)create (default: demo-project)")
     c.add_argument("--rows", type=int, default=1_000_000, help="pos rows in the initial load (default 1000000)")
     c.add_argument("--nights", type=int, default=3, help="nightly batches after the initial load (default 3)")
+    c = cmd("spark-connect", _spark_connect, "Keep Spark warm between commands: start, stop or check a Spark Connect "
+            "server on this machine (bound to 127.0.0.1). start returns once it answers and prints its URL; a project "
+            "uses it with [spark] remote = \"sc://127.0.0.1:PORT\" in nightshift.toml (or NIGHTSHIFT_SPARK_REMOTE), and "
+            "its Spark steps then start no Spark of their own. start and stop are safe to repeat.", project=False)
+    c.add_argument("action", choices=["start", "stop", "status"], help="status exits 3 when no server runs")
+    c.add_argument("--port", type=int, default=15002, help="the port to listen on (default 15002; 0 picks a free one)")
+    c.add_argument("--master", default="local[2]", help="the server's Spark master (default local[2]; spark://host:port "
+                   "for a standalone cluster)")
+    c.add_argument("--dir", default=os.environ.get("NIGHTSHIFT_SPARK_CONNECT_DIR", ".spark-connect"), metavar="DIR",
+                   help="where the server's record, log and event log live (default .spark-connect in the current "
+                   "folder, or NIGHTSHIFT_SPARK_CONNECT_DIR)")
+    c.add_argument("--timeout", type=float, default=180.0, help="seconds start waits for the server to answer (default 180)")
     return p
 
 
-def _cycle(args) -> Cycle:
+def _spark_connect(args) -> int:
+    from nightshift import connect
+
+    return connect.command(args)
+
+
+def _cycle(args):
+    from nightshift.cycle import Cycle
+
     return Cycle(load_project(args.project))
 
 
 def _init(args) -> int:
-    ids = init_project(Path(args.dir), args.example, args.rows, args.nights)
-    print(f"created project {args.dir}" + (f" with batches {', '.join(ids)}" if ids else ""))
-    if ids:
-        print(f"next: nightshift run --project {args.dir} --batch {ids[0]}")
+    from nightshift.example import init_empty, init_project
+
+    if args.example:
+        ids = init_project(Path(args.dir), args.example, args.rows, args.nights)
+        print(f"created project {args.dir}" + (f" with batches {', '.join(ids)}" if ids else ""))
+        if ids:
+            print(f"next: nightshift run --project {args.dir} --batch {ids[0]}")
+        return 0
+    created = init_empty(Path(args.dir))
+    print(f"created an empty project in {args.dir}:")
+    for path in created:
+        print(f"  {path}{'/' if path.is_dir() else ''}")
+    print("next:")
+    print(f"  1. declare your tables in {Path(args.dir) / 'sql' / 'schema.sql'} and add a summary view to "
+          f"{Path(args.dir) / 'sql' / 'summaries'}/ (then: nightshift plan --project {args.dir})")
+    print(f"  2. nightshift load --project {args.dir} --batch 20260101 --table <table> <rows.csv|.jsonl|.parquet>")
+    print(f"  3. nightshift run --project {args.dir} --pending")
+    return 0
+
+
+def _load(args) -> int:
+    r = load_batch(load_project(args.project), args.batch, args.table, args.files, args.op)
+    expanded = f" ({r.expanded} looked up by key)" if r.expanded else ""
+    print(f"load {r.batch}: {r.rows} {r.op}(s) of {r.table}{expanded} written to {r.path} in {r.seconds:.2f}s")
     return 0
 
 
 def _plan(args) -> int:
     project = load_project(args.project)
+    if not sorted((project.root / "sql" / "summaries").glob("*.sql")):
+        return _empty_plan(project)
     plan = project.plan
-    night, actual = _night_of(project, args.batch)
+    night, actual, preview = _night_of(project, args.batch)
     lattice = night.lattice if night and night.lattice else build_lattice(plan)
     recompute = tuple((v.name, v.reason) for v in plan.views if not v.incremental)
     files = render.write_files(lattice, Path(args.out) if args.out else project.root, actual, recompute)
-    manifest = Lake(project.lake).read_manifest(night.batch) if night else None
+    manifest = Lake(project.lake).read_manifest(night.batch) if night and not preview else None
     if args.json:
         print(json.dumps(render.plan_dict(plan, lattice, actual, night, manifest and manifest.rows_read), indent=1))
         return 0
+    if preview:
+        lake = Lake(project.lake)
+        earlier = [b for b in pending_batches(lake.batch_ids(), lake.state().applied) if b < night.batch]
+        if earlier:
+            print(f"(batch {', '.join(earlier)} runs first; this preview is costed over the base as it is now)")
+    if args.explain:
+        _plan_explained(project, lattice, night, actual, preview, manifest)
+    else:
+        _plan_short(project, lattice, night, preview)
+    print(f"wrote {', '.join(str(f) for f in files)}" + ("" if args.explain else
+                                                        "; nightshift plan --explain shows every detail"))
+    return 0
+
+
+def _plan_short(project, lattice, night: NightPlan | None, preview: bool) -> None:
+    """One line per view (its mode and why), the levels, and what nightshift apply would do."""
+    plan = project.plan
+    print(render.plan_short(plan, night, preview))
+    used = {n.node for n in night.nodes} if night else {p.parent for p in lattice.parents}
+    print(render.levels_short(plan, night.levels if night else render.shape_levels(plan), used))
+    print("\n".join(_layer_lines(project, explain=False)))
+    routes = _routes_lines(project)
+    if routes:
+        print("\n".join(render.plain(r, plan) for r in routes))
+
+
+def _plan_explained(project, lattice, night: NightPlan | None, actual, preview: bool, manifest) -> None:
+    """Every detail: the views' join trees and stored columns, the lattice, the research references."""
+    plan = project.plan
     print(render.plan_text(plan, project.options, night))
     print("\nagainst the warehouse:\n" + "\n".join(_layer_lines(project)))
     routes = _routes_lines(project)
     if routes:
         print("\nwith the lake's sizes (Parquet footers of its base):\n" + "\n".join(routes))
-    basis = (f"costed with the statistics of batch {night.batch}; actual rows from its propagate" if night else
+    basis = (f"previewed from the sizes of landed batch {night.batch} (not propagated yet)" if preview else
+             f"costed with the statistics of batch {night.batch}; actual rows from its propagate" if night else
              "costed with default statistics (no batch propagated yet)")
     print(f"\n{render.to_text(lattice, actual)}\n({basis})")
     print(render.levels_text(night.levels if night else render.shape_levels(plan)))
     if manifest is not None:
         print(render.rows_read_text(plan, manifest.rows_read))
-    print(f"wrote {', '.join(str(f) for f in files)}")
+
+
+def _empty_plan(project) -> int:
+    """A project without summary views yet (as nightshift init leaves it): the schema still compiles."""
+    schema_file = project.root / "sql" / "schema.sql"
+    schema = parse_schema(schema_file.read_text(), "sql/schema.sql") if schema_file.is_file() else None
+    tables = ", ".join(t.name for t in schema.base_tables) if schema else ""
+    print(f"tables: {tables or 'none yet (declare them in sql/schema.sql)'}")
+    print(f"no summary views yet: add one to {project.root / 'sql' / 'summaries'}/ (one CREATE VIEW per file, "
+          f"e.g. sql/summaries/daily_totals.sql)")
     return 0
 
 
@@ -165,24 +272,37 @@ def _routes_lines(project) -> list[str]:
     return project.routes_with_sizes(lake.table_rows(project.plan.schema.base_tables, state))
 
 
-def _night_of(project, batch: str | None) -> tuple[NightPlan | None, dict[str, int] | None]:
+def _night_of(project, batch: str | None) -> tuple[NightPlan | None, dict[str, int] | None, bool]:
     """The night's plan of `batch` as propagate wrote it (with its actual summary-delta rows once the
-    manifest is there); without a batch, the last propagated batch of this plan; (None, None) before any."""
+    manifest is there), or for a landed batch not propagated yet a preview costed with its sizes (third
+    value True); without a batch, the last propagated batch of this plan; (None, None, False) before any."""
     lake = Lake(project.lake)
     fingerprint = project.plan.fingerprint
     if batch is not None:
         manifest, night = lake.read_manifest(batch), lake.read_night(batch)
-        if manifest is None and night is None:
-            raise NightshiftError(f"plan --batch {batch}: batch {batch} has not been propagated (no "
-                                  f"{lake.night_path(batch)}); run nightshift propagate --batch {batch}")
         if manifest is not None:
-            return manifest.night, manifest.actual_rows()
-        return night, None
+            return manifest.night, manifest.actual_rows(), False
+        if night is not None:
+            return night, None, False
+        return _preview(project, lake, batch), None, True
     for b in reversed(lake.propagated_batches()):
         manifest = lake.read_manifest(b)
         if manifest and manifest.plan == fingerprint:
-            return manifest.night, manifest.actual_rows()
-    return None, None
+            return manifest.night, manifest.actual_rows(), False
+    return None, None, False
+
+
+def _preview(project, lake: Lake, batch: str) -> NightPlan:
+    """How propagate would plan landed batch `batch`: its rows per table and operation (the files' _op
+    column, no Spark) over the lake's base as it is now."""
+    plan = project.plan
+    state = lake.state()
+    if batch in state.applied:
+        raise NightshiftError(f"plan --batch {batch}: batch {batch} is applied but its night's plan is gone "
+                              f"(no {lake.night_path(batch)}); nothing to show")
+    info = landed_info(lake, [t.name for t in plan.schema.base_tables], batch)
+    stats = lake.statistics(plan.schema, state, info.change_rows())
+    return plan_night(plan, info, state.last, project.options, stats)
 
 
 def _apply(args) -> int:
@@ -195,24 +315,34 @@ def _apply(args) -> int:
     return 0
 
 
-def _layer_lines(project) -> list[str]:
+def _layer_lines(project, explain: bool = True) -> list[str]:
     """What nightshift apply would do: the compiled views against the layer the warehouse's ledger
     describes; a line saying why not when the warehouse cannot be read."""
     if not project.warehouse_url:
         return ["(no warehouse url here: set NIGHTSHIFT_WAREHOUSE_URL to compare with the built summary tables)"]
     warehouse = Warehouse(project.warehouse_url, project.root)
+    if warehouse.dialect.name == "duckdb" and not _duckdb_file_exists(warehouse.url):
+        return ["no summary tables built yet (the first night or nightshift materialize builds them)"]
     try:
         ledger = warehouse.ledger()
         if not ledger:
             return ["no summary tables built yet (the first night or nightshift materialize builds them)"]
-        if ledger[-1].plan == project.plan.fingerprint:
-            return [f"the built summary tables match this plan ({project.plan.fingerprint})"]
-        return ([f"the built summary tables are plan {ledger[-1].plan}, not {project.plan.fingerprint}; "
-                 f"nightshift apply would:"] + [f"  {line}" for line in warehouse.layer_diff(project.plan, ledger).lines()])
+        fingerprint = project.plan.fingerprint
+        if ledger[-1].plan == fingerprint:
+            return ["the built summary tables match this plan" + (f" ({fingerprint})" if explain else "")]
+        built = (f"are plan {ledger[-1].plan}, not {fingerprint}" if explain else
+                 "were built from another version of the summary views")
+        return ([f"the built summary tables {built}; nightshift apply would:"] + [f"  {line}" for line in warehouse.layer_diff(project.plan, ledger).lines()])
     except NightshiftError as e:
         return [f"(could not compare with the built summary tables: {e})"]
     finally:
         warehouse.dispose()
+
+
+def _duckdb_file_exists(url: str) -> bool:
+    """Whether a DuckDB warehouse file is there (plan reads; opening a missing file would create it)."""
+    path = url.split("///", 1)[1].split("?", 1)[0] if "///" in url else ""
+    return not path or ":memory:" in path or Path(path).exists()
 
 
 def _materialize(args) -> int:
@@ -232,13 +362,57 @@ def _step(name: str):
 
 
 def _run(args) -> int:
-    results = _cycle(args).run(args.batch)
-    for r in results:
-        print(f"{r.step:<11} {args.batch}: " + (f"skipped ({r.skipped})" if r.skipped else f"{r.seconds:7.2f}s"))
+    cycle = _cycle(args)
+    if not args.pending:
+        results = cycle.run(args.batch)
+        for r in results:
+            print(f"{r.step:<11} {args.batch}: " + (f"skipped ({r.skipped})" if r.skipped else f"{r.seconds:7.2f}s"))
+        return 0
+    state = cycle.lake.state()
+    pending = pending_batches(cycle.lake.batch_ids(), state.applied)  # one before the base: refused by name
+    if not pending:
+        print(f"run: nothing pending (the base is at {state.last or '(empty)'}; land a batch with nightshift load "
+              f"or nightshift capture)")
+        return 0
+    print(f"run: {len(pending)} pending batch(es): {', '.join(pending)}", flush=True)
+    for b in pending:
+        t0 = time.perf_counter()
+        results: list = []
+        try:
+            for step in (cycle.propagate, cycle.refresh, cycle.apply_base):
+                r = step(b)
+                results.append(r)
+                cycle.progress(f"{r.step} {b}: " + (f"skipped: {r.skipped}" if r.skipped else f"done in {r.seconds:.2f}s"))
+        except NightshiftError as e:
+            failed = ("propagate", "refresh", "apply-base")[len(results)]
+            done = [x for x in pending if x < b]
+            raise type(e)(f"run --pending stopped at batch {b}, step {failed}"
+                          + (f" (batches {', '.join(done)} are done)" if done else "") + f": {e}") from None
+        print(f"night {b}: {_night_summary(results)} in {time.perf_counter() - t0:.1f}s", flush=True)
     return 0
 
 
+def _night_summary(results) -> str:
+    """One line for a night: its change rows and the summary tables refreshed."""
+    prop = next((r for r in results if r.step == "propagate"), None)
+    parts = []
+    if prop is not None and not prop.skipped and hasattr(prop.details, "night"):
+        parts.append(f"{prop.details.night.info.describe()}")
+    ref = next((r for r in results if r.step == "refresh"), None)
+    if ref is not None and not ref.skipped and isinstance(ref.details, dict):
+        tables = [s for s in ref.details.values() if isinstance(s, dict) and "path" in s]
+        rows = [sum(s.get(k, 0) for s in tables) for k in ("inserted", "updated", "deleted")]
+        parts.append(f"{len(tables)} summary table(s) refreshed (+{rows[0]} ~{rows[1]} -{rows[2]} rows)")
+    skipped = [r.step for r in results if r.skipped]
+    if skipped:
+        parts.append(f"{', '.join(skipped)} already done")
+    return "; ".join(parts) or "done"
+
+
 def _capture(args) -> int:
+    from nightshift.capture import capture, chosen_sources
+    from nightshift.cycle import stderr_progress
+
     project = load_project(args.project)
     sources = chosen_sources(project, args.table, args.snapshot, args.cdc, args.append, args.since_column)
     r = capture(project, args.batch, sources, progress=stderr_progress, ds=args.ds)
@@ -253,6 +427,9 @@ def _capture(args) -> int:
 
 
 def _verify_cycle(cycle, engine: str) -> list:
+    from nightshift.oracle import check_all, compare
+    from spark_jobs.oracle import recompute_all
+
     problems = []
     if engine in ("duckdb", "both"):
         problems += check_all(cycle.plan, cycle.lake, cycle.warehouse.read_view)
@@ -277,6 +454,7 @@ def _verify(args) -> int:
 
 
 def _validate(args) -> int:
+    from nightshift.cycle import stderr_progress
     from nightshift.validate import validate_batch  # deferred: Great Expectations takes seconds to import
 
     report = validate_batch(load_project(args.project), args.batch, args.sample, progress=stderr_progress)
@@ -295,7 +473,7 @@ def _status(args) -> int:
     state = cycle.lake.state()
     ledger = cycle.warehouse.ledger()
     print(f"lake base at: {state.last or '(empty)'}; ledger at: {ledger[-1].position if ledger else '(no summary tables)'}")
-    pending = [b for b in cycle.lake.batch_ids() if b not in state.applied]
+    pending = pending_batches(cycle.lake.batch_ids(), state.applied)
     print(f"pending batches: {', '.join(pending) or 'none'}")
     layer = next((r for r in reversed(ledger) if r.kind in ("materialize", "apply")), None)
     if layer is not None and layer.kind == "apply":
@@ -308,15 +486,24 @@ def _status(args) -> int:
     last = next((r for r in reversed(ledger) if r.kind == "batch"), None)
     if last:  # how each summary table was refreshed (paper 001, 4.3)
         print(f"last refresh ({last.batch_id}): validated {last.validated_at or 'no'}; published {last.published_at or 'no'}")
+        plan = cycle.plan
         for view, s in last.stats.items():
             if isinstance(s, dict) and "path" in s:
                 exact = f", {s['minmax_exact_groups']} exact MIN/MAX group(s)" if "minmax_exact_groups" in s else ""
-                mode = f"{s['mode']} mode ({s['mode_why']}); " if s.get("mode") else ""
-                print(f"  {view}: {mode}{s['path']} ({s['why']}); +{s['inserted']} ~{s['updated']} -{s['deleted']}{exact}")
+                mode = (f"{render.view_mode(plan, view, s['mode'])} mode ({render.plain(s['mode_why'], plan)}); "
+                        if s.get("mode") else "")
+                print(f"  {view}: {mode}{s['path']} ({render.plain(s['why'], plan)}); "
+                      f"+{s['inserted']} ~{s['updated']} -{s['deleted']}{exact}")
     return 0
 
 
 def _demo(args) -> int:
+    from nightshift.capture import capture
+    from nightshift.cycle import Cycle
+    from nightshift.example_sources import init_demo
+    from nightshift.oracle import check_all, compare
+    from spark_jobs.oracle import recompute_all
+
     target = Path(args.dir)
     if target.exists():
         if not (target / ".nightshift-demo").exists():

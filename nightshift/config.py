@@ -22,6 +22,27 @@ from warehouse.store import mask
 
 _FD = re.compile(r"^\s*([A-Za-z_][\w, ]*?)\s*->\s*([A-Za-z_][\w, ]*?)\s*$")
 
+# Every key nightshift.toml accepts, per section: the one list load_project checks a project against and
+# docs/reference/configuration.md is tested against (tests/test_docs.py). NAMED marks a section whose keys
+# are names the project chooses (a table, a view, an aggregate); the reader of that section checks values.
+NAMED = "<name>"
+KNOWN_KEYS: dict[str, tuple[str, ...]] = {
+    "project": ("name",),
+    "lake": ("path", "partition_by"),
+    "warehouse": ("url", "airflow_conn_id"),
+    "spark": ("master", "remote"),
+    "window": ("opens", "closes", "timezone"),
+    "dependencies": (NAMED,),  # <table> = ["a -> b", ...]
+    "views": (NAMED,),  # <view> = one of lattice.ir.MAINTAIN
+    "statistics": (NAMED,),  # <table> = rows, or <table> = { rows = N, <column> = distinct values }
+    "aggregates": (NAMED,),  # <name> = "sql", or <name> = { AGGREGATE_KEYS }
+    "refresh": ("new_keys",),
+    "validate": ("sample", "row_count_tolerance", "keep_results"),  # read by nightshift/validate/report.py
+    "capture": (NAMED,),  # [capture.<table>] with CAPTURE_KEYS, read by nightshift/capture.py
+}
+AGGREGATE_KEYS = ("sql", "type")
+CAPTURE_KEYS = ("kind", "path", "since_column")
+
 
 @dataclass(frozen=True)
 class Window:
@@ -60,6 +81,7 @@ class Project:
     partition_by: tuple[tuple[str, str], ...] = ()  # [lake] partition_by = { pos = "date" }: months of a date column
     # [statistics] pos = 10000000, items = { rows = 1000, category = 10 }: as ("pos", rows), ("items.category", distinct)
     statistics: tuple[tuple[str, int], ...] = ()
+    spark_remote: str = ""  # [spark] remote (NIGHTSHIFT_SPARK_REMOTE): a Spark Connect server's sc:// URL; "" = Spark in-process
 
     @cached_property
     def partitions(self) -> dict[str, str]:
@@ -99,7 +121,13 @@ class Project:
             raise ConfigError(f"{self.root / 'sql' / 'summaries'}: no summary views (*.sql) found")
         files = {str(p.relative_to(self.root)): p.read_text() for p in summaries}
         return compile_project(schema_file.read_text(), files, self.dependencies, "sql/schema.sql", self.maintain,
-                               self.aggregates, statistics)
+                               self.aggregates, statistics, dialect=self.dialect)
+
+    @property
+    def dialect(self) -> str:
+        """The warehouse's SQL dialect, whose semantics the views' SQL has ("duckdb" when the URL comes
+        from an Airflow connection not read yet: only a SELECT * over JOIN … USING depends on it)."""
+        return "postgres" if self.warehouse_url.split("://")[0].split("+")[0] in ("postgresql", "postgres") else "duckdb"
 
     def routes_with_sizes(self, table_rows: dict[str, int]) -> list[str]:
         """Where the plan would take a view's deleted MIN/MAX from (lattice/passes/choose_extremes.py) with
@@ -132,6 +160,7 @@ def load_project(root: str | Path) -> Project:
     for section in ("lake", "warehouse", "spark", "window", "dependencies", "refresh", "views", "aggregates"):
         if section in data and not isinstance(data[section], dict):
             raise ConfigError(f"{toml_file}: [{section}] must be a table")
+    _check_keys(data, toml_file)
     lake = Path(_str(data, "lake", "path", "lake", toml_file))
     conn_id = _str(data, "warehouse", "airflow_conn_id", "", toml_file)
     # with airflow_conn_id and no url the URL exists only inside Airflow tasks (nightshift.airflow_ext)
@@ -159,7 +188,31 @@ def load_project(root: str | Path) -> Project:
         aggregates=_aggregates(data.get("aggregates", {}), toml_file),
         partition_by=_partition_by(data.get("lake", {}).get("partition_by", {}), toml_file),
         statistics=_statistics(data.get("statistics", {}), toml_file),
+        spark_remote=_remote(data, toml_file),
     )
+
+
+def _remote(data: dict, file: Path) -> str:
+    """[spark] remote, or NIGHTSHIFT_SPARK_REMOTE (which wins; set to "" it turns a remote off): a Spark Connect URL."""
+    url = os.environ.get("NIGHTSHIFT_SPARK_REMOTE", _str(data, "spark", "remote", "", file)).strip()
+    if url and not re.match(r"^sc://(\[[^\]]+\]|[^/:;]+)(:\d+)?/?(;.*)?$", url):
+        where = "NIGHTSHIFT_SPARK_REMOTE" if "NIGHTSHIFT_SPARK_REMOTE" in os.environ else f"{file}: [spark] remote"
+        raise ConfigError(f"{where} {url!r} is not a Spark Connect URL (sc://host:port, e.g. sc://127.0.0.1:15002; "
+                          f"`nightshift spark-connect start` prints it)")
+    return url
+
+
+def _check_keys(data: dict, file: Path) -> None:
+    """A section or key nightshift does not know is refused by name (a typo would silently fall back to a default)."""
+    unknown = sorted(set(data) - set(KNOWN_KEYS))
+    if unknown:
+        raise ConfigError(f"{file}: unknown section(s) {', '.join(f'[{u}]' for u in unknown)} "
+                          f"(nightshift.toml has {', '.join(f'[{k}]' for k in KNOWN_KEYS)})")
+    for section, keys in KNOWN_KEYS.items():
+        given = data.get(section)
+        extra = sorted(set(given) - set(keys)) if isinstance(given, dict) and NAMED not in keys else []
+        if extra:
+            raise ConfigError(f"{file}: [{section}] unknown key(s) {', '.join(extra)} ([{section}] has {', '.join(keys)})")
 
 
 def _statistics(section, file: Path) -> tuple[tuple[str, int], ...]:
@@ -192,7 +245,7 @@ def _aggregates(section: dict, file: Path) -> tuple[UserAggregate, ...]:
     for name, value in section.items():
         if isinstance(value, str):
             value = {"sql": value}
-        if not isinstance(value, dict) or not isinstance(value.get("sql"), str) or set(value) - {"sql", "type"}:
+        if not isinstance(value, dict) or not isinstance(value.get("sql"), str) or set(value) - set(AGGREGATE_KEYS):
             raise ConfigError(f'{file}: [aggregates] {name} must be "<sql>" or {{ sql = "<sql over x, i, n>", '
                               f'type = "DOUBLE" }}, got {value!r}')
         type_ = str(value.get("type", "DOUBLE")).upper()
@@ -224,7 +277,8 @@ def check_views(plan: Plan) -> None:
             con.execute(f"CREATE TABLE {ident(t.name)} ({cols})")
         for v in plan.lake_views:  # auxiliary views first: a view with a user-defined aggregate reads its own
             try:
-                con.execute(f"CREATE VIEW {ident(v.name)} AS {to_dialect(v.sql, 'duckdb')}")
+                columns = ", ".join(ident(o.name) for o in v.outputs)  # other views read it by these names
+                con.execute(f"CREATE VIEW {ident(v.name)}({columns}) AS {to_dialect(v.sql, 'duckdb')}")
             except duckdb.Error as e:
                 message = " ".join(str(e).split())
                 raise UnsupportedView(f"{v.file}: view {v.name}: invalid SQL: {message}") from None

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Callable
 
+from nightshift import render
 from nightshift.config import Project
 from lattice.layer import built_parents, changed_message
 from runtime.errors import BatchOrderError, ConfigError, PlanChanged, WarehouseError
@@ -39,6 +40,11 @@ def stderr_progress(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
+def _in_plain_words(progress: Callable[[str], None], plan) -> Callable[[str], None]:
+    """progress with the hidden lake objects named after the views they serve (render.plain)."""
+    return lambda msg: progress(render.plain(msg, plan))
+
+
 @dataclass
 class StepResult:
     step: str
@@ -52,7 +58,8 @@ class Cycle:
     def __init__(self, project: Project, spark=None, progress: Callable[[str], None] = stderr_progress, spark_factory=None):
         """spark: a SparkSession to use; spark_factory: makes one on first use (spark-submit's own
         session, so a step that finds nothing to do never starts Spark); neither: get_spark with
-        the project's [spark] master on first use."""
+        the project's [spark] master on first use, or a session of the Spark Connect server at its
+        [spark] remote (then nothing starts: the server is already warm)."""
         self.project = project
         self.plan = project.plan
         self.lake = Lake(project.lake)
@@ -65,6 +72,8 @@ class Cycle:
         self.warehouse = Warehouse(project.warehouse_url, project.root)
         self._spark = spark
         self._spark_factory = spark_factory
+        if progress is stderr_progress and self.plan.auxiliary:  # what a person reads: views' names, not digests
+            progress = _in_plain_words(progress, self.plan)
         self.progress = progress
         self._batch_info = None
 
@@ -74,8 +83,11 @@ class Cycle:
             return self._spark
         if self._spark_factory is not None:
             return self._spark_factory()
-        self.progress(f"starting Spark ({self.project.spark_master})")
-        return get_spark(self.project.spark_master, f"nightshift:{self.project.name}")
+        if self.project.spark_remote:
+            self.progress(f"connecting to Spark ({self.project.spark_remote})")
+        else:
+            self.progress(f"starting Spark ({self.project.spark_master})")
+        return get_spark(self.project.spark_master, f"nightshift:{self.project.name}", self.project.spark_remote)
 
     @property
     def options(self) -> Options:
@@ -145,11 +157,43 @@ class Cycle:
             return StepResult("propagate", batch, skipped=f"batch {batch} is already {status}")
         self._ensure_summary_tables()
         state = self.lake.state()
+        done = self._propagated(batch, level, state.last)
+        if done:
+            return StepResult("propagate" if level is None else f"propagate --level {level}", batch, skipped=done)
         result = propagate(self.spark, self.plan, self.lake, batch, state, self.options, self.progress, level)
         if isinstance(result, Manifest):
             self._batch_info = (batch, state, result.night.info)
         step = "propagate" if level is None else f"propagate --level {level}"
         return StepResult(step, batch, seconds=time.perf_counter() - t0, details=result)
+
+    def finished(self, step: str, batch: str, level: int | None = None) -> str | None:
+        """Why `step` ("propagate", "apply-base") of `batch` has nothing left to do, read from the lake
+        and the ledger without Spark (the DAG's tasks check it before they start a Spark job); None when
+        it must run. Raises BatchOrderError like the step itself would."""
+        status = self.status(batch)
+        if step == "propagate":
+            return f"batch {batch} is already {status}" if status != "pending" else \
+                self._propagated(batch, level, self.lake.state().last)
+        if step == "apply-base" and status == "done":
+            return f"batch {batch} is already applied to the base"
+        return None
+
+    def _propagated(self, batch: str, level: int | None, base_state: str | None) -> str | None:
+        """Why propagate (of one level) has nothing left to do for `batch`: its output is complete for
+        this plan, these options and this base state (a rerun finds the work done without starting
+        Spark); None when it must run."""
+        night = self.lake.read_night(batch)
+        if night is None or (night.plan, night.base_state, night.options) != (self.plan.fingerprint, base_state, self.options):
+            return None
+        if level is not None and level < len(night.levels) - 1:
+            record = self.lake.read_level(batch, level)
+            if record is None or (record.plan, record.base_state) != (night.plan, night.base_state):
+                return None
+            return f"level {level} of batch {batch} is already computed"
+        manifest = self.lake.read_manifest(batch)
+        if manifest is None or manifest.night != night:
+            return None
+        return f"the summary-deltas of batch {batch} are already computed"
 
     def refresh_hints(self, manifest: Manifest) -> RefreshHints:
         """What 4.3 may rely on tonight: the night's insert_only and the declared new-key views."""
@@ -172,7 +216,8 @@ class Cycle:
             optimize=self.options.refresh_optimize,
         )
 
-    def refresh(self, batch: str) -> StepResult:
+    def refresh(self, batch: str, notes: dict | None = None) -> StepResult:
+        """notes: recorded in the night's ledger row (the DAG's window override and its reason)."""
         t0 = time.perf_counter()
         status = self.status(batch)
         if status != "pending":
@@ -193,7 +238,8 @@ class Cycle:
             if entry is None or (entry.rows and not files):
                 raise WarehouseError(f"refresh {batch}: summary-delta of {v.name} is missing; rerun nightshift propagate --batch {batch}")
             deltas[v.name] = StagedDelta(files, entry.prefix, step.mode, step.reason, entry.columns)
-        stats = self.warehouse.refresh(self.plan, batch, deltas, state.last or "", self.progress, self.refresh_hints(manifest))
+        stats = self.warehouse.refresh(self.plan, batch, deltas, state.last or "", self.progress, self.refresh_hints(manifest),
+                                      notes)
         if stats is None:
             return StepResult("refresh", batch, skipped=f"batch {batch} is already in the ledger")
         return StepResult("refresh", batch, seconds=time.perf_counter() - t0, details=stats)

@@ -26,7 +26,7 @@ REGIONS = ["north", "south", "east", "west", "central"]
 CATEGORIES = ["produce", "dairy", "bakery", "meat", "frozen", "snacks", "drinks", "household", "toys", "garden"]
 
 TOML = """\
-# nightshift project: the retail example of paper 001, Figure 1.
+# nightshift project: the retail example (point-of-sale fact table, stores and items).
 [project]
 name = "{name}"
 
@@ -42,6 +42,8 @@ url = "duckdb:///warehouse.duckdb"
 
 [spark]
 master = "local[2]"
+# Spark kept warm between commands: `nightshift spark-connect start` prints the URL
+# remote = "sc://127.0.0.1:15002"
 
 [window]
 opens = "01:00"
@@ -49,11 +51,11 @@ closes = "05:00"
 timezone = "UTC"
 
 [dependencies]
-# functional dependencies beyond the keys (paper 001, 5.1)
+# functional dependencies beyond the keys
 stores = ["city -> region"]
 
-# How a view is kept: auto (the default) | incremental | recompute | auxiliary (MIN/MAX through an
-# auxiliary view, so a deleted extreme never reads the base). README: "Summary views".
+# How a view is kept: auto (the default) | incremental | delta (= incremental) | recompute | auxiliary
+# (MIN/MAX through an auxiliary view, so a deleted extreme never reads the base) | map. README: "Summary views".
 # [views]
 # SiC_sales = "auxiliary"
 
@@ -70,6 +72,107 @@ stores = ["city -> region"]
 # [aggregates]
 # trimmed_mean = "AVG(CASE WHEN i > 0.1 * n AND i <= 0.9 * n THEN x END)"
 """
+
+EMPTY_TOML = """\
+# nightshift project. Every section is optional except [lake] and [warehouse]; uncomment what you need.
+[project]
+name = "{name}"
+
+[lake]
+# where change batches land (lake/changes/<table>/batch_id=<ID>/) and the base tables live
+path = "lake"
+# lay a fact table out by month of a DATE column: a night rewrites only the months its batch touches
+# partition_by = {{ trips = "d" }}
+
+[warehouse]
+# where the summary tables are served: a DuckDB file in this folder (nothing to start);
+# for PostgreSQL: postgresql+psycopg://user@host:5432/db (or set NIGHTSHIFT_WAREHOUSE_URL)
+url = "duckdb:///warehouse.duckdb"
+
+# [spark]
+# master = "local[2]"            # or spark://host:7077
+# remote = "sc://127.0.0.1:15002" # a Spark Connect server (nightshift spark-connect start)
+
+# The batch window: the hours in which refresh may change the summary tables (Airflow waits for it).
+# [window]
+# opens = "01:00"
+# closes = "05:00"
+# timezone = "UTC"
+
+# Functional dependencies beyond the keys, per table: they let one summary view be derived from another.
+# [dependencies]
+# zones = ["borough -> city"]
+
+# How a view is kept (default "auto": the cheapest exact mode, chosen each night). Valid values:
+#   "auto"         the plan chooses (and says why in nightshift plan)
+#   "incremental"  always from its changes, never recomputed
+#   "delta"        the same as "incremental"
+#   "recompute"    recomputed from the base every night
+#   "auxiliary"    MIN/MAX kept through an auxiliary view, so a deleted extreme never reads the base
+#   "map"          kept over a lake copy of its fact table grouped by the fact columns it reads, so a
+#                  night that changes a dimension never joins the whole fact table
+# [views]
+# fares_by_month = "incremental"
+
+# Sizes the plan estimates with (rows of a table, distinct values of a column).
+# [statistics]
+# trips = 10_000_000
+# zones = {{ rows = 300, city = 5 }}
+
+# User-defined aggregates, called in views as name(column): SQL over a group's non-NULL values x, each
+# value's position i (1..n, ascending) and their number n.
+# [aggregates]
+# trimmed_mean = "AVG(CASE WHEN i > 0.1 * n AND i <= 0.9 * n THEN x END)"
+"""
+
+EMPTY_SCHEMA = """\
+-- The tables of your warehouse that summary views read: one fact table and its dimensions.
+-- Declare PRIMARY KEYs and FOREIGN KEYs (REFERENCES): nightshift derives views from each other through
+-- them, and `nightshift load --op delete` may then name only a row's key. For example:
+--
+-- CREATE TABLE zones (
+--     zone_id INTEGER PRIMARY KEY,
+--     borough VARCHAR NOT NULL,
+--     city    VARCHAR NOT NULL
+-- );
+--
+-- CREATE TABLE trips (
+--     trip_id BIGINT PRIMARY KEY,
+--     zone_id INTEGER NOT NULL REFERENCES zones(zone_id),
+--     d       DATE NOT NULL,
+--     fare    DECIMAL(10,2),
+--     km      DOUBLE
+-- );
+"""
+
+EMPTY_SUMMARIES_README = """\
+One summary view per file, named <view>.sql, holding one CREATE VIEW, in your warehouse's SQL dialect.
+For example, sql/summaries/fares_by_city.sql:
+
+    CREATE VIEW fares_by_city AS
+    SELECT z.city, t.d, COUNT(*) AS trips, SUM(t.fare) AS fares, MAX(t.fare) AS top_fare
+    FROM trips t JOIN zones z ON t.zone_id = z.zone_id
+    GROUP BY z.city, t.d;
+
+`nightshift plan` shows how each view will be kept, and why.
+"""
+
+
+def init_empty(target: Path) -> list[Path]:
+    """`nightshift init DIR`: an empty project that compiles (no tables, no views yet), every setting
+    commented; returns the files and folders created."""
+    target = Path(target)
+    if (target / "nightshift.toml").exists():
+        raise ConfigError(f"{target / 'nightshift.toml'} already exists; choose an empty folder")
+    created = [target / "nightshift.toml", target / "sql" / "schema.sql", target / "sql" / "summaries" / "README.md",
+               target / "lake" / "changes"]
+    (target / "sql" / "summaries").mkdir(parents=True, exist_ok=True)
+    (target / "lake" / "changes").mkdir(parents=True, exist_ok=True)
+    (target / "nightshift.toml").write_text(EMPTY_TOML.format(name=target.resolve().name))
+    (target / "sql" / "schema.sql").write_text(EMPTY_SCHEMA)
+    (target / "sql" / "summaries" / "README.md").write_text(EMPTY_SUMMARIES_README)
+    return created
+
 
 SCHEMAS = {
     "stores": pa.schema([("storeID", pa.int32()), ("city", pa.string()), ("region", pa.string()), ("_op", pa.string())]),

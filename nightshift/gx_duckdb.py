@@ -3,7 +3,7 @@
 GX 1.x runs each query inside `with engine.connect()` and fetches the result after the block
 closed the connection; SQLAlchemy's close issues ROLLBACK, and in duckdb-engine the connection
 *is* the cursor, so the ROLLBACK discards the pending result set and GX sees no rows
-(docs/research/README.md, "Great Expectations 1.24.1 over DuckDB"). This dialect never lets
+(docs/contributing.md, "Great Expectations over DuckDB"). This dialect never lets
 SQLAlchemy BEGIN, COMMIT or ROLLBACK: every statement autocommits in DuckDB, nothing wipes an
 open result. Its name stays "duckdb", so GX takes its DuckDB code paths unchanged. Use it only
 for GX's read connections (validation), never for refresh.

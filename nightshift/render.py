@@ -13,6 +13,7 @@ write_png only, so the compiler itself still needs nothing beyond sqlglot and th
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import dataclasses
@@ -84,6 +85,100 @@ def plan_text(plan: Plan, options: Options, night: NightPlan | None = None) -> s
     return "\n".join(lines)
 
 
+# ------------------------------------------------------------------ the product's own words (plan, status)
+
+_REFERENCES = [  # the method's papers are cited under `nightshift plan --explain` and on "How it works" only
+    re.compile(r"\s*\((?:[^()]*\b(?:paper|papers|Section|Figure|Table \d|Appendix|Example)\b[^()]*)\)"),
+    re.compile(r"\s*\(\d(?:\.\d){1,3}\)"),  # a section number such as (4.1.3)
+    re.compile(r",?\s*\bpapers? \d{3}(?:[,/ ]+\d{3})*(?:,?\s*§?\s*\d+(?:\.\d+)*)?"),
+    re.compile(r"\s*\b00\d (?:§\s*)?\d+(?:\.\d+)*(?:'s C_i)?"),
+    re.compile(r"\s*\b(?:Section|Figure|Appendix) [\dA-Z]+(?:\.\d+)*"),
+]
+
+
+def plain(text: str, plan: Plan | None = None) -> str:
+    """`text` in the product's words: without references to the method's papers, and with hidden lake
+    objects named after the views they serve."""
+    for r in _REFERENCES:
+        text = r.sub("", text)
+    if plan is not None:
+        for a in plan.auxiliary:
+            shown = display_name(plan, a.name)
+            text = re.sub(rf"\b(?:the |an )?auxiliary view {re.escape(a.name)}\b", shown, text)
+            text = re.sub(rf"\bsd_{re.escape(a.name)}\b", f"the summary-delta of {shown}", text)
+            text = re.sub(rf"\b{re.escape(a.name)}\b", shown, text)
+    return re.sub(r"\s*\(\s*\)", "", text).replace(" ;", ";").replace(" ,", ",").strip()
+
+
+def served_by(plan: Plan, name: str) -> list[str]:
+    """The served views that read lake object `name` (an auxiliary view)."""
+    low = name.lower()
+    return [v.name for v in plan.views if low in {r.lower() for r in v.reads}]
+
+
+def display_name(plan: Plan, name: str) -> str | None:
+    """How a user reads a point of the plan: a summary view by its name, an auxiliary view as "<view>'s
+    auxiliary view"; None for the lattice's intermediate points (not shown outside --explain)."""
+    if any(v.name == name for v in plan.views):
+        return name
+    if any(a.name == name for a in plan.auxiliary):
+        users = served_by(plan, name)
+        return (" and ".join(f"{u}'s" for u in users) or "an") + " auxiliary view"
+    return None
+
+
+def view_mode(plan: Plan, view: str, night_mode: str | None = None) -> str:
+    """The mode a person reads for a view: the plan's (delta, auxiliary, nested, recompute), or recompute
+    when tonight traded its incremental mode for a recompute. A night's "delta" means "by its
+    summary-delta", which every incremental mode is."""
+    try:
+        mode = plan.view(view).mode
+    except KeyError:
+        return night_mode or "?"
+    return "recompute" if night_mode == "recompute" else mode
+
+
+def plan_short(plan: Plan, night: NightPlan | None = None, preview: bool = False) -> str:
+    """`nightshift plan`: one line per summary view (its mode and why), then the levels."""
+    head = f"{len(plan.views)} summary view(s)"  # the plan's fingerprint: under --explain
+    if night is not None:
+        what = "preview of night" if preview else "night"
+        head += f"\n{what} {night.batch}: base at {night.base_state or '(empty)'}; {night.info.describe()}"
+    lines = [head]
+    for v in plan.views:
+        step = night.view(v.name) if night is not None and any(x.view == v.name for x in night.views) else None
+        mode = view_mode(plan, v.name, step.mode if step else None)
+        why = step.reason if step is not None and step.mode == "recompute" else v.reason
+        if v.maintain != "auto" and not (step is not None and step.mode == "recompute"):
+            why = f'[views] {v.name} = "{v.maintain}"' + (f"; {why}" if why else "")
+        if not why:
+            why = _default_why(v)
+        why = plain(why, plan)
+        reads = [n for r in v.reads if (n := display_name(plan, r)) and n != r and n not in why]
+        extra = f"; reads {', '.join(reads)} (lake only)" if reads else ""
+        lines.append(f"  {v.name}: {mode} mode ({why}){extra}")
+    return "\n".join(lines)
+
+
+def _default_why(v) -> str:
+    if v.mode == "delta":
+        return "from its changes: COUNT/SUM/AVG/MIN/MAX over the fact table and its dimensions"
+    return ""
+
+
+def levels_short(plan: Plan, tiers: tuple[tuple[str, ...], ...], used: set[str]) -> str:
+    """The levels with the views they compute; the lattice's intermediate points are counted when the
+    night computes them (`used`) and left out when the plan dropped them."""
+    lines = ["levels (propagate --level K; one Airflow task each, in order):"]
+    for k, tier in enumerate(tiers):
+        names = [n for n in (display_name(plan, t) for t in tier) if n]
+        shared = sum(1 for t in tier if display_name(plan, t) is None and t in used)
+        if shared:
+            names.append(f"{shared} intermediate result(s) other views derive from")
+        lines.append(f"  {k}: {', '.join(names) or 'nothing to compute'}")
+    return "\n".join(lines)
+
+
 def _key_text(k) -> str:
     text = k.name + (f" = {k.sql}" if k.ref.is_expression else "")
     return text + ("" if k.declared else " (hidden)")
@@ -125,8 +220,9 @@ def rows_read_text(plan: Plan, rows_read: tuple[RowsRead, ...] | None) -> str:
     """What the night's propagate read, per source of the lake, as Spark's scans measured it (the
     manifest's rows_read), and whether it read each fact table's base: measured, not claimed."""
     if rows_read is None:
-        return ("rows read by propagate: not measured (a manifest written before nightshift measured them, or "
-                "Spark's listener bus did not deliver the step's events in time)")
+        return ("rows read by propagate: not measured (a manifest written before nightshift measured them, "
+                "Spark's listener bus did not deliver the step's events in time, or a Spark Connect server that keeps "
+                "no event log on this machine: start it with nightshift spark-connect start)")
     lines = ["rows read by propagate (Spark SQL metrics: the rows of the row groups each Parquet scan read, "
              "before filters; a cached relation once):"]
     lines += [f"  {r.kind:<8} {r.name:<28} {r.rows:>13,} rows" + (f" in {r.scans} scan(s)" if r.scans else "")

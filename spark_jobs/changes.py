@@ -106,11 +106,14 @@ def register_base(spark: SparkSession, lake: Lake, plan: Plan, state: LakeState)
 # ---------------------------------------------------------------- the change batch
 
 
-def load_batch(spark: SparkSession, lake: Lake, plan: Plan, batch: str, state: LakeState) -> BatchInfo:
+def load_batch(spark: SparkSession, lake: Lake, plan: Plan, batch: str, state: LakeState,
+               checked: bool = False) -> BatchInfo:
     """Validate batch `batch` and register its relations; raises BadChangeBatch on any problem.
 
     File-level checks (columns, types, _op values, NOT NULL) run on the driver with pyarrow over
     the change files only; checks against the base (deletes exist, keys, foreign keys) run in Spark.
+    checked: the night's first propagate step already ran the checks against the base for this base
+    state (a later level of the same night): only the relations are registered.
     """
     tables = [t.name for t in plan.schema.base_tables]
     files = lake.batch_files(batch, tables)
@@ -125,6 +128,8 @@ def load_batch(spark: SparkSession, lake: Lake, plan: Plan, batch: str, state: L
     facts = set(plan.fact_tables)
     for t in plan.schema.base_tables:
         _register_new(spark, t, info, cache=t.name not in facts)  # the fact's stays lazy
+    if checked:
+        return info
     checks: list[Check] = []
     for t in plan.schema.base_tables:
         if info.deleted[t.name]:

@@ -22,6 +22,11 @@ spark.sql.maxMetadataStringLength characters: the step raises it while it runs. 
 (base table, view copy, change set, ...) is the lake layout's to say (runtime.lake.Lake.source_of).
 Not measured: what the driver reads outside Spark (pyarrow's checks of the change files, Parquet
 footers for row counts), and scans that are not file scans (cached data, local relations).
+
+Over Spark Connect ([spark] remote) there is no SparkContext in this process to register a listener on:
+the same events come from the server's own event log instead (_ServerLog), which the server started by
+`nightshift spark-connect start` writes for this purpose, and the step's executions are picked by an
+operation tag instead of the job description. A server that keeps no readable log: not measured (None).
 """
 
 from __future__ import annotations
@@ -30,9 +35,12 @@ import json
 import re
 import shutil
 import tempfile
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
+from urllib.parse import urlparse
 
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
@@ -40,11 +48,13 @@ from pyspark.sql import SparkSession
 from runtime.lake import Lake
 from runtime.manifest import RowsRead, add_rows_read
 from runtime.night import NightPlan
+from spark_jobs.session import is_connect
 
 ROWS = "number of output rows"
 DESCRIPTION = "spark.job.description"
 METADATA_LENGTH = "spark.sql.maxMetadataStringLength"
 DRAIN_MS = 120_000  # how long to wait for Spark's listener bus to deliver the step's last events
+KEEP_LOG_SECONDS = 24 * 3600  # a Spark Connect server's rolled-over event log files are removed after a day
 _LOG_CONF = {  # the step's own event log: one plain file, no internal task metrics, no task starts
     "spark.eventLog.compress": "false",
     "spark.eventLog.rolling.enabled": "false",
@@ -54,6 +64,7 @@ _LOG_CONF = {  # the step's own event log: one plain file, no internal task metr
     "spark.eventLog.excludedPatterns": "SparkListenerTaskStart,SparkListenerBlockUpdated",
 }
 _START = '"Event":"org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart"'
+_END = '"Event":"org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd"'
 _UPDATE = '"Event":"org.apache.spark.sql.execution.ui.SparkListenerSQLAdaptiveExecutionUpdate"'
 _TASK_END = '"Event":"SparkListenerTaskEnd"'
 _LOCATION = re.compile(r"^\w+\((\d+) paths?\)\[(.*)\]$", re.DOTALL)
@@ -71,57 +82,36 @@ class ReadMeter:
     """with ReadMeter(spark, "propagate b7") as meter: ... meter.rows_read(lake, night) ...
 
     Measures the Spark scans of the calling thread from enter until the first scans()/rows_read(),
-    which ends the measurement (module docstring); exit cleans up either way."""
+    which ends the measurement (module docstring); exit cleans up either way. A local session is measured
+    by a listener of its own (_StepLog), a Spark Connect session by its server's event log (_ServerLog)."""
 
     def __init__(self, spark: SparkSession, label: str):
         self.spark = spark
         self.tag = f"{label} [reads {uuid.uuid4().hex[:12]}]"
-        self._folder: Path | None = None
-        self._listener = None
-        self._saved: tuple[str | None, str | None] = (None, None)
+        self._log: _StepLog | _ServerLog | None = None
+        self._length: str | None = None
+        self._measured = False
         self._scans: tuple[ScanRows, ...] | None = None
 
     def __enter__(self) -> "ReadMeter":
-        sc = self.spark.sparkContext
-        jvm, jsc = sc._jvm, sc._jsc.sc()
-        conf = jsc.getConf()  # a copy: the settings below are this listener's only
-        for key, value in _LOG_CONF.items():
-            conf.set(key, value)
-        self._folder = Path(tempfile.mkdtemp(prefix="nightshift-reads-"))
-        self._listener = jvm.org.apache.spark.scheduler.EventLoggingListener(
-            f"reads-{uuid.uuid4().hex}", jvm.scala.Option.apply(None), jvm.java.net.URI(self._folder.as_uri()),
-            conf, jsc.hadoopConfiguration())
-        self._listener.start()
-        jsc.addSparkListener(self._listener)
-        self._saved = (sc.getLocalProperty(DESCRIPTION), self.spark.conf.get(METADATA_LENGTH))
-        sc.setLocalProperty(DESCRIPTION, self.tag)
+        self._log = _ServerLog(self.spark) if is_connect(self.spark) else _StepLog(self.spark, self.tag)
+        self._length = self.spark.conf.get(METADATA_LENGTH)
         self.spark.conf.set(METADATA_LENGTH, str(2**31 - 1))
+        self._log.start()
         return self
 
     def __exit__(self, *exc) -> None:
-        description, length = self._saved
-        self.spark.sparkContext.setLocalProperty(DESCRIPTION, description)
-        self.spark.conf.set(METADATA_LENGTH, length)
-        self._stop()
-        shutil.rmtree(self._folder, ignore_errors=True)
-
-    def _stop(self) -> None:
-        if self._listener is not None:
-            self.spark.sparkContext._jsc.sc().removeSparkListener(self._listener)
-            self._listener.stop()  # flushes and closes the log file
-            self._listener = None
+        self.spark.conf.set(METADATA_LENGTH, self._length)
+        self._log.close()
 
     def scans(self) -> tuple[ScanRows, ...] | None:
-        """Every Parquet scan of this thread's executions since enter; None when Spark's listener bus did
-        not deliver the step's events in time (then what the step read is not known)."""
-        if self._listener is not None:
-            try:
-                self.spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(DRAIN_MS)
-            except Py4JJavaError:  # java.util.concurrent.TimeoutException: a bus that does not drain
-                self._stop()
-                return None
-            self._stop()
-            self._scans = _read_log(next(p for p in self._folder.iterdir() if p.is_file()), self.tag)
+        """Every Parquet scan of this thread's executions since enter; None when the step's events could not
+        be read in time (a listener bus that did not drain, a Spark Connect server that keeps no event log
+        on this machine): then what the step read is not known."""
+        if not self._measured:
+            self._measured = True
+            segments = self._log.finish()
+            self._scans = None if segments is None else _read_log(segments, self._log.ours)
         return self._scans
 
     def rows_read(self, lake: Lake, night: NightPlan) -> tuple[RowsRead, ...] | None:
@@ -138,28 +128,219 @@ class ReadMeter:
         return add_rows_read(per_scan) or ()
 
 
-def _read_log(log: Path, tag: str) -> tuple[ScanRows, ...]:
-    """The Parquet scans of the executions described `tag` in an event log, with the rows their tasks
-    read. Events come in order: an execution's plans before its tasks."""
-    ours: set[int] = set()  # execution ids
+Segment = tuple[Path, int]  # an event log file and the byte where the step's events may begin
+
+
+class _StepLog:
+    """A local session: an event log of the step's own, written by an EventLoggingListener registered on
+    this process's SparkContext into a temporary folder; the step's executions carry its tag as their
+    description (the job description, a thread-local property)."""
+
+    def __init__(self, spark: SparkSession, tag: str):
+        self.spark, self.tag = spark, tag
+        self._folder = Path(tempfile.mkdtemp(prefix="nightshift-reads-"))
+        self._listener = None
+        self._description: str | None = None
+
+    def start(self) -> None:
+        sc = self.spark.sparkContext
+        jvm, jsc = sc._jvm, sc._jsc.sc()
+        conf = jsc.getConf()  # a copy: the settings below are this listener's only
+        for key, value in _LOG_CONF.items():
+            conf.set(key, value)
+        self._listener = jvm.org.apache.spark.scheduler.EventLoggingListener(
+            f"reads-{uuid.uuid4().hex}", jvm.scala.Option.apply(None), jvm.java.net.URI(self._folder.as_uri()),
+            conf, jsc.hadoopConfiguration())
+        self._listener.start()
+        jsc.addSparkListener(self._listener)
+        self._description = sc.getLocalProperty(DESCRIPTION)
+        sc.setLocalProperty(DESCRIPTION, self.tag)
+
+    def ours(self, execution_start: dict) -> bool:
+        return execution_start.get("description") == self.tag
+
+    def finish(self) -> list[Segment] | None:
+        if self._listener is None:
+            return None
+        try:
+            self.spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(DRAIN_MS)
+        except Py4JJavaError:  # java.util.concurrent.TimeoutException: a bus that does not drain
+            self._stop()
+            return None
+        self._stop()
+        return [(next(p for p in self._folder.iterdir() if p.is_file()), 0)]
+
+    def close(self) -> None:
+        self.spark.sparkContext.setLocalProperty(DESCRIPTION, self._description)
+        self._stop()
+        shutil.rmtree(self._folder, ignore_errors=True)
+
+    def _stop(self) -> None:
+        if self._listener is not None:
+            self.spark.sparkContext._jsc.sc().removeSparkListener(self._listener)
+            self._listener.stop()  # flushes and closes the log file
+            self._listener = None
+
+
+class _ServerLog:
+    """A Spark Connect session: the server's own event log, which `nightshift spark-connect start` has it
+    write uncompressed (server_log_conf), read where the server writes it (the server runs on this
+    machine). The step's operations carry a tag (Spark Connect's thread-local operation tags, which the
+    server copies into every execution's job tags); the log is read from where it ended when the step
+    started. The server writes it asynchronously: after the step, a tagged marker query runs, and the
+    events are complete once the marker's execution has ended in the log (the server logs events in the
+    order they happen). A server with no such log (another machine's, compressed, or none): not measured."""
+
+    def __init__(self, spark: SparkSession):
+        self.spark = spark
+        self.tag = f"nightshift-reads-{uuid.uuid4().hex[:12]}"  # Spark Connect tags: no commas
+        self._files: Callable[[], list[Path]] | None = None
+        self._start: Segment | None = None
+        self._tagged = False
+
+    def start(self) -> None:
+        self._files = _server_log_files(self.spark)
+        if self._files is not None:
+            files = self._files()
+            self._start = (files[-1], files[-1].stat().st_size) if files else None
+            _forget_old(files[:-1])
+        self.spark.addTag(self.tag)
+        self._tagged = True
+
+    def ours(self, execution_start: dict) -> bool:
+        return any(t.endswith(f"_Tag_{self.tag}") for t in execution_start.get("jobTags") or ())
+
+    def finish(self) -> list[Segment] | None:
+        self.close()
+        if self._files is None:
+            return None
+        marker = f"{self.tag}-end"
+        self.spark.addTag(marker)
+        try:
+            self.spark.range(1).collect()
+        finally:
+            self.spark.removeTag(marker)
+        deadline = time.monotonic() + DRAIN_MS / 1000
+        while True:
+            segments = self._segments()
+            if _has_ended(segments, marker):
+                return segments
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.05)
+
+    def close(self) -> None:
+        if self._tagged:
+            self.spark.removeTag(self.tag)
+            self._tagged = False
+
+    def _segments(self) -> list[Segment]:
+        files = self._files()
+        if self._start is None:
+            return [(f, 0) for f in files]
+        first, offset = self._start
+        return [(first, offset)] + [(f, 0) for f in files if _log_number(f) > _log_number(first)]
+
+
+def server_log_conf(folder: Path) -> dict[str, str]:
+    """The event log a Spark Connect server started for nightshift writes, for ReadMeter: plain files in
+    `folder` (rolled over every 16 MB; ReadMeter removes rolled files after KEEP_LOG_SECONDS), in the format of
+    the step's own log (_LOG_CONF)."""
+    return {**_LOG_CONF, "spark.eventLog.enabled": "true", "spark.eventLog.dir": folder.resolve().as_uri(),
+            "spark.eventLog.rolling.enabled": "true", "spark.eventLog.rolling.maxFileSize": "16m",
+            "spark.eventLog.overwrite": "false"}
+
+
+def _server_log_files(spark: SparkSession) -> Callable[[], list[Path]] | None:
+    """A function listing the server's event log files in order; None when the server writes no plain event
+    log that this machine can read."""
+    conf = {k: spark.conf.get(k, None) for k in ("spark.eventLog.enabled", "spark.eventLog.compress",
+                                                 "spark.eventLog.dir", "spark.app.id")}
+    # Spark 4 compresses event logs unless told not to
+    if conf["spark.eventLog.enabled"] != "true" or conf["spark.eventLog.compress"] != "false" or not conf["spark.app.id"]:
+        return None
+    where = urlparse(conf["spark.eventLog.dir"] or "/tmp/spark-events")
+    if where.scheme not in ("", "file"):
+        return None
+    folder, app = Path(where.path), conf["spark.app.id"]
+    rolling, single = folder / f"eventlog_v2_{app}", folder / f"{app}.inprogress"
+    if not (rolling.is_dir() or single.is_file()):
+        return None  # the server's folder is not on this machine
+
+    def files() -> list[Path]:
+        if rolling.is_dir():
+            return sorted(rolling.glob(f"events_*_{app}"), key=_log_number)
+        return [single] if single.is_file() else []
+
+    return files
+
+
+def _forget_old(rolled: list[Path]) -> None:
+    """The server's log grows with every step it runs: the files it rolled over (closed for good) go once they
+    are older than KEEP_LOG_SECONDS, longer than any step that may still read one."""
+    for path in rolled:
+        try:
+            if time.time() - path.stat().st_mtime > KEEP_LOG_SECONDS:
+                path.unlink()
+        except OSError:  # another step removed it first
+            pass
+
+
+def _log_number(path: Path) -> int:
+    """The position of a rolled event log file (events_<N>_<app id>); 0 for a log that does not roll."""
+    parts = path.name.split("_")
+    return int(parts[1]) if parts[0] == "events" and parts[1].isdigit() else 0
+
+
+def _lines(segments: list[Segment]):
+    """The complete lines of the segments, in order: a segment's first line is skipped when its offset falls
+    inside it (an event written before the step), and a last line still being written is left out."""
+    for path, offset in segments:
+        with open(path, "rb") as f:
+            if offset:
+                f.seek(offset - 1)
+                if f.read(1) != b"\n":
+                    f.readline()
+            for line in f:
+                if line.endswith(b"\n"):
+                    yield line.decode("utf-8", "replace")
+
+
+def _has_ended(segments: list[Segment], marker: str) -> bool:
+    """The log holds the end of the execution tagged `marker`."""
+    execution = None
+    for line in _lines(segments):
+        head = line[:120]
+        if execution is None and _START in head and marker in line:
+            event = json.loads(line)
+            if any(t.endswith(f"_Tag_{marker}") for t in event.get("jobTags") or ()):
+                execution = event["executionId"]
+        elif execution is not None and _END in head and json.loads(line).get("executionId") == execution:
+            return True
+    return False
+
+
+def _read_log(segments: list[Segment], ours: Callable[[dict], bool]) -> tuple[ScanRows, ...]:
+    """The Parquet scans of the executions `ours` picks (by their start event) in an event log, with the
+    rows their tasks read. Events come in order: an execution's plans before its tasks."""
+    mine: set[int] = set()  # execution ids
     paths: dict[int, tuple[str, ...]] = {}  # a scan's "number of output rows" accumulator -> its paths
     rows: dict[int, int] = {}
-    with open(log, encoding="utf-8") as f:
-        for line in f:
-            head = line[:120]
-            if _TASK_END in head:
-                event = json.loads(line)
-                for acc in event.get("Task Info", {}).get("Accumulables", ()):
-                    if acc.get("ID") in paths and acc.get("Update") is not None:
-                        rows[acc["ID"]] += int(str(acc["Update"]))
-            elif _START in head or _UPDATE in head:
-                event = json.loads(line)
-                if _START in head and event.get("description") == tag:
-                    ours.add(event["executionId"])
-                if event["executionId"] in ours:
-                    for accumulator, where in _file_scans(event["sparkPlanInfo"]):
-                        paths.setdefault(accumulator, where)
-                        rows.setdefault(accumulator, 0)
+    for line in _lines(segments):
+        head = line[:120]
+        if _TASK_END in head:
+            event = json.loads(line)
+            for acc in event.get("Task Info", {}).get("Accumulables", ()):
+                if acc.get("ID") in paths and acc.get("Update") is not None:
+                    rows[acc["ID"]] += int(str(acc["Update"]))
+        elif _START in head or _UPDATE in head:
+            event = json.loads(line)
+            if _START in head and ours(event):
+                mine.add(event["executionId"])
+            if event["executionId"] in mine:
+                for accumulator, where in _file_scans(event["sparkPlanInfo"]):
+                    paths.setdefault(accumulator, where)
+                    rows.setdefault(accumulator, 0)
     return tuple(ScanRows(paths[a], rows[a]) for a in paths)
 
 

@@ -49,9 +49,12 @@ def propagate(spark: SparkSession, plan: Plan, lake: Lake, batch: str, state: La
 def _propagate(spark: SparkSession, plan: Plan, lake: Lake, batch: str, state: LakeState, options: Options,
                progress: Progress, level: int | None, meter: ReadMeter) -> Manifest | LevelRecord:
     t0 = time.perf_counter()
-    progress(f"propagate {batch}: reading and checking the change batch")
-    info = load_batch(spark, lake, plan, batch, state)
-    progress(f"propagate {batch}: {info.rows} change rows ({info.describe()}) checked in {time.perf_counter() - t0:.1f}s")
+    planned = lake.read_night(batch) if level else None  # level 0 checked the batch when it planned the night
+    checked = planned is not None and planned.plan == plan.fingerprint and planned.base_state == state.last
+    progress(f"propagate {batch}: reading " + ("the change batch (checked by level 0)" if checked else "and checking the change batch"))
+    info = load_batch(spark, lake, plan, batch, state, checked)
+    progress(f"propagate {batch}: {info.rows} change rows ({info.describe()}) "
+             f"{'read' if checked else 'checked'} in {time.perf_counter() - t0:.1f}s")
     t_plan = time.perf_counter()
     night = _night(spark, plan, lake, info, state, options, level)
     progress(f"propagate {batch}: night planned in {time.perf_counter() - t_plan:.1f}s ({len(night.levels)} level(s), "
@@ -299,7 +302,13 @@ def _write_together(frames: list[tuple[ViewStep, View, DataFrame]], out: Path, r
     """All summary-deltas of the night (or of one level) in ONE Spark job: their stages run side by
     side and the night pays one output commit. Each view's columns get the prefix v<i>__ and its rows
     land in part=<i>/ (the warehouse reads back only its own columns). replace_all=False replaces only
-    the part=<i>/ folders written (other levels' stay); the files beside them (_night.json, _copies/) stay."""
+    the part=<i>/ folders written (other levels' stay); the files beside them (_night.json, _copies/) stay.
+    No frames (a project with no summary view): nothing is written."""
+    if replace_all:  # every part=<i>/ goes (an earlier run may have had more views); _night.json and _copies/ stay
+        for old in out.glob(f"{PART}=*"):
+            shutil.rmtree(old)
+    if not frames:
+        return
     parts = []
     for step, _, df in frames:
         cols = [F.col(ident(c, "spark")).alias(step.prefix + c) for c in df.columns]
@@ -307,8 +316,5 @@ def _write_together(frames: list[tuple[ViewStep, View, DataFrame]], out: Path, r
     union = parts[0]
     for p in parts[1:]:
         union = union.unionByName(p, allowMissingColumns=True)
-    if replace_all:  # every part=<i>/ goes (an earlier run may have had more views); _night.json and _copies/ stay
-        for old in out.glob(f"{PART}=*"):
-            shutil.rmtree(old)
     union.repartition(PART).write.mode("overwrite").option("partitionOverwriteMode", "dynamic").partitionBy(PART) \
         .parquet(str(out))

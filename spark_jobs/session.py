@@ -1,10 +1,26 @@
-"""One SparkSession per process, configured for small local jobs and for clusters (spark://, YARN, Kubernetes) alike."""
+"""One SparkSession per process, configured for small local jobs and for clusters (spark://, YARN, Kubernetes) alike;
+or, with a Spark Connect URL ([spark] remote), a session of a long-lived Spark Connect server: no JVM starts here."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import re
+import socket
+import sys
+import threading
+from contextlib import contextmanager
+from pathlib import Path
 
+from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
+
+from runtime.errors import ConfigError
+
+QUIET_LOG4J = Path(__file__).resolve().parent / "log4j2.properties"
+# what the JVM prints on its own stderr, outside any logging configuration: the launcher always adds the
+# vector module, and PySpark's gateway announces the shell's default log level (setLogLevel follows)
+_JVM_NOISE = re.compile(r"^(WARNING: Using incubator modules|Setting default log level to |To adjust logging level use sc\.setLogLevel)")
 
 _DEFAULTS = {
     "spark.sql.shuffle.partitions": os.environ.get("NIGHTSHIFT_SHUFFLE_PARTITIONS", "4"),
@@ -16,9 +32,13 @@ _DEFAULTS = {
     "spark.sql.parquet.compression.codec": "snappy",
     "spark.sql.legacy.parquet.nanosAsLong": "false",
 }
+# The settings that decide what a query returns, not how fast it runs: a Spark Connect session sets them itself,
+# whatever server it reaches (the server's own settings decide the rest)
+_SEMANTICS = ("spark.sql.session.timeZone", "spark.sql.sources.partitionOverwriteMode", "spark.sql.legacy.parquet.nanosAsLong")
+_RELEASED_AT_EXIT: set[int] = set()  # the Spark Connect sessions this process releases when it exits
 
 
-def get_spark(master: str | None = "local[2]", app: str = "nightshift") -> SparkSession:
+def get_spark(master: str | None = "local[2]", app: str = "nightshift", remote: str | None = None) -> SparkSession:
     """Return the process's SparkSession (created on first use).
 
     master: the project's [spark] master (local[N], spark://host:port, yarn, k8s://...), or None to keep
@@ -26,7 +46,11 @@ def get_spark(master: str | None = "local[2]", app: str = "nightshift") -> Spark
     connection. Client mode either way: this process is the driver. Under spark-submit the settings it
     was given (--conf, the connection's extras, spark-defaults.conf) win over nightshift's defaults;
     NIGHTSHIFT_SPARK_CONF ("key=value;key=value") wins over both.
+    remote: a Spark Connect URL (sc://host:port, the project's [spark] remote): the session is one of that
+    long-lived server's (connect_session), no JVM starts in this process, and master is not used.
     """
+    if remote:
+        return connect_session(remote)
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
@@ -42,9 +66,138 @@ def get_spark(master: str | None = "local[2]", app: str = "nightshift") -> Spark
         builder = builder.config(key.strip(), value.strip())  # e.g. the test suite's small-data settings
     if os.environ.get("NIGHTSHIFT_SPARK_UI", "0") != "1" and "spark.ui.enabled" not in preset:
         builder = builder.config("spark.ui.enabled", "false")
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(os.environ.get("NIGHTSHIFT_SPARK_LOG_LEVEL", "ERROR"))
+    verbose = os.environ.get("NIGHTSHIFT_VERBOSE") == "1"
+    if not verbose and "spark.driver.extraJavaOptions" not in preset | _user_conf():
+        builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={QUIET_LOG4J.as_uri()}")
+    if not verbose:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no "hostname resolves to a loopback address" WARN
+    with _filtered_stderr(not verbose and not os.environ.get("PYSPARK_GATEWAY_PORT")):
+        spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("NIGHTSHIFT_SPARK_LOG_LEVEL", "INFO" if verbose else "ERROR"))
     return spark
+
+
+def connect_session(url: str) -> SparkSession:
+    """A session of the Spark Connect server at `url` (the same one for the rest of the process).
+
+    The server is shared by every command and task that connects, and each connection is a session of its own:
+    its temporary views and the settings it changes are its own. What get_spark gives a local session comes
+    from two places: the server was started with nightshift's defaults (server_conf: `nightshift spark-connect
+    start`), and the session sets the settings that decide results (_SEMANTICS) and NIGHTSHIFT_SPARK_CONF's
+    pairs itself. A pair that cannot change per session (a static or core setting: memory, the UI, packages)
+    must already hold on the server, else the step is refused by name. The session is released when the
+    process exits (its cached frames and views go with it); the server keeps running.
+    """
+    host, port = connect_address(url)
+    refused = f"the Spark Connect server at {url} does not answer"
+    advice = ("start it with `nightshift spark-connect start`, or unset [spark] remote in nightshift.toml and "
+              "NIGHTSHIFT_SPARK_REMOTE to run Spark in this process")
+    if not answers(host, port):  # before the client's own retries, which wait minutes for a server that is down
+        raise ConfigError(f"{refused}; {advice}")
+    spark = SparkSession.builder.remote(url).getOrCreate()
+    try:
+        for key in _SEMANTICS:
+            spark.conf.set(key, _DEFAULTS[key])
+    except PySparkException as e:
+        raise ConfigError(f"{refused} ({_first_line(e)}); {advice}") from None
+    if "NIGHTSHIFT_SHUFFLE_PARTITIONS" in os.environ:
+        spark.conf.set("spark.sql.shuffle.partitions", os.environ["NIGHTSHIFT_SHUFFLE_PARTITIONS"])
+    for pair in filter(None, os.environ.get("NIGHTSHIFT_SPARK_CONF", "").split(";")):
+        key, _, value = (x.strip() for x in pair.partition("="))
+        _set_per_session(spark, url, key, value)
+    if id(spark) not in _RELEASED_AT_EXIT:
+        _RELEASED_AT_EXIT.add(id(spark))
+        atexit.register(spark.stop)  # releases this session on the server, not the server
+    return spark
+
+
+def connect_address(url: str) -> tuple[str, int]:
+    """(host, port) of a Spark Connect URL, sc://host[:port][/;param=value...] (port 15002 by default)."""
+    m = re.match(r"^sc://(\[[^\]]+\]|[^:/;]+)(?::(\d+))?/?(;.*)?$", url)
+    if m is None:
+        raise ConfigError(f"[spark] remote {url!r} is not a Spark Connect URL (sc://host:port, e.g. sc://127.0.0.1:15002)")
+    return m.group(1).strip("[]"), int(m.group(2) or 15002)
+
+
+def answers(host: str, port: int, timeout: float = 2.0) -> bool:
+    """Something accepts connections at host:port."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _set_per_session(spark: SparkSession, url: str, key: str, value: str) -> None:
+    try:
+        spark.conf.set(key, value)
+    except PySparkException:
+        held = spark.conf.get(key, None)
+        if held != value:
+            raise ConfigError(
+                f"NIGHTSHIFT_SPARK_CONF sets {key}={value}, which a Spark Connect session cannot change (the server at "
+                f"{url} has {key}={held}); start the server with it: `nightshift spark-connect start` passes "
+                f"NIGHTSHIFT_SPARK_CONF on to the server") from None
+
+
+def _first_line(e: Exception) -> str:
+    return next((line.strip() for line in str(e).splitlines() if line.strip()), type(e).__name__)
+
+
+def is_connect(spark: SparkSession) -> bool:
+    """A Spark Connect session (no SparkContext, no JVM in this process)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def server_conf() -> dict[str, str]:
+    """The settings a Spark Connect server started for nightshift runs with: what get_spark gives a local
+    session (nightshift's defaults, the quiet logging, no web UI unless NIGHTSHIFT_SPARK_UI=1), then
+    NIGHTSHIFT_SPARK_CONF's pairs, which win."""
+    conf = dict(_DEFAULTS)
+    conf["spark.ui.enabled"] = "true" if os.environ.get("NIGHTSHIFT_SPARK_UI", "0") == "1" else "false"
+    if os.environ.get("NIGHTSHIFT_VERBOSE") != "1":
+        conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile={QUIET_LOG4J.as_uri()}"
+    for pair in filter(None, os.environ.get("NIGHTSHIFT_SPARK_CONF", "").split(";")):
+        key, _, value = pair.partition("=")
+        conf[key.strip()] = value.strip()
+    return conf
+
+
+@contextmanager
+def _filtered_stderr(active: bool):
+    """While the JVM starts, its stderr (inherited file descriptor 2) goes through a pipe that drops the
+    JVM's own start-up notice (_JVM_NOISE) and passes every other line on, for the JVM's whole life;
+    this process's stderr is restored as soon as the JVM is up."""
+    if not active:
+        yield
+        return
+    try:
+        sys.stderr.flush()
+        real = os.dup(2)
+        read, write = os.pipe()
+    except OSError:  # no usable stderr descriptor (embedded interpreters): leave it alone
+        yield
+        return
+
+    def forward() -> None:
+        with os.fdopen(read, "rb", buffering=0) as pipe, os.fdopen(os.dup(real), "wb", buffering=0) as out:
+            for line in iter(pipe.readline, b""):
+                if not _JVM_NOISE.match(line.decode("utf-8", "replace")):
+                    out.write(line)
+
+    threading.Thread(target=forward, name="nightshift-jvm-stderr", daemon=True).start()
+    os.dup2(write, 2)
+    os.close(write)
+    try:
+        yield
+    finally:
+        os.dup2(real, 2)
+        os.close(real)
+
+
+def _user_conf() -> set[str]:
+    """The keys NIGHTSHIFT_SPARK_CONF sets (they win over nightshift's own settings)."""
+    return {p.partition("=")[0].strip() for p in os.environ.get("NIGHTSHIFT_SPARK_CONF", "").split(";") if p}
 
 
 def _launcher_conf() -> set[str]:

@@ -7,7 +7,7 @@ SPEC: {"runs": [{"label", "day" (logical date = today + day), "conf" (trigger co
 "mark_success" (regex of task ids marked success instead of run), "no_logical_date" (true: triggered
 without a logical date, as Airflow 3's API and UI allow), "before_sql" (statements run on the
 project's warehouse before the run, e.g. to corrupt a summary table)}]}. OUT: import errors, DAG ids,
-parse time, task graph, and per run its state, its tasks (state, tries, start, end), asset events,
+parse time, task graph, the DAG's and its tasks' docs and params, and per run its state, its tasks (state, tries, start, end), asset events,
 rendered fields.
 """
 
@@ -39,6 +39,8 @@ def main(spec_file: str, out: str) -> None:
     if dag is not None:
         result["graph"] = {t.task_id: sorted(t.downstream_task_ids) for t in dag.tasks}
         result["docs"] = {t.task_id: t.doc_md for t in dag.tasks if t.doc_md}
+        result["description"], result["dag_doc"] = dag.description, dag.doc_md
+        result["params"] = sorted(dag.params.keys())
         for run in spec.get("runs", []):
             result["runs"][run["label"]] = one_run(dag, run)
     json.dump(result, open(out, "w"), default=str)

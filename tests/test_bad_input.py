@@ -98,7 +98,7 @@ def test_a_view_no_incremental_rule_covers_is_recomputed_and_incremental_refuses
     root = make_project(tmp_path / "p", {"bad": "CREATE VIEW bad AS SELECT DISTINCT storeID, COUNT(*) AS n FROM pos GROUP BY storeID"})
     r = run_cli("plan", "--project", str(root))
     assert r.returncode == 0, r.stderr
-    assert "mode: recompute" in r.stdout and "sql/summaries/bad.sql: view bad: SELECT DISTINCT" in r.stdout
+    assert "bad: recompute mode (" in r.stdout and "sql/summaries/bad.sql: view bad: SELECT DISTINCT" in r.stdout
     toml = root / "nightshift.toml"
     toml.write_text(toml.read_text() + '[views]\nbad = "incremental"\n')
     r = run_cli("plan", "--project", str(root))
@@ -107,12 +107,19 @@ def test_a_view_no_incremental_rule_covers_is_recomputed_and_incremental_refuses
     assert '[views] bad = "incremental"' in r.stderr
 
 
-def test_a_view_the_engines_disagree_on_is_refused(tmp_path):
-    root = make_project(tmp_path / "p", {"dow": "CREATE VIEW dow AS SELECT DAYOFWEEK(date) AS d, COUNT(*) AS n FROM pos "
-                                                "GROUP BY DAYOFWEEK(date)"})
+def test_what_no_engine_computes_as_the_warehouse_is_refused_all_at_once(tmp_path):
+    """A weekday in the warehouse's SQL is kept; what no engine computes as the warehouse does is refused,
+    every construct of every view in one error, as written, with file and line."""
+    root = make_project(tmp_path / "p", {
+        "dow": "CREATE VIEW dow AS SELECT DAYOFWEEK(date) AS d, COUNT(*) AS n FROM pos GROUP BY DAYOFWEEK(date)",
+        "late": "CREATE VIEW late AS SELECT storeID, COUNT(*) AS n FROM pos\nWHERE date < current_date GROUP BY storeID",
+        "odd": "CREATE VIEW odd AS SELECT storeID, SUM(qty) AS q FROM pos\nWHERE regexp_matches(CAST(itemID AS VARCHAR), '^1.')\n"
+               "GROUP BY storeID"})
     r = run_cli("plan", "--project", str(root))
     assert r.returncode == 1
-    assert "sql/summaries/dow.sql: view dow" in r.stderr and "weekday" in r.stderr and "1970-01-04" in r.stderr
+    assert "2 constructs" in r.stderr and "view dow" not in r.stderr
+    assert "sql/summaries/late.sql: view late, line 2: current_date: " in r.stderr
+    assert "sql/summaries/odd.sql: view odd, line 2: regexp_matches(CAST(itemID AS VARCHAR), '^1.'): " in r.stderr
 
 
 def test_view_with_unknown_column_names_file_view_and_column(tmp_path):

@@ -529,8 +529,8 @@ def test_capture_command_line(project):
 
 
 @pytest.mark.slow
-def test_dag_captures_the_configured_sources_before_waiting_for_the_batch(tmp_path):
-    """[capture.*] in nightshift.toml: the DAG gains capture -> wait_for_batch, a spark-submit of nightshift capture
+def test_dag_captures_the_configured_sources_before_choosing_the_night(tmp_path):
+    """[capture.*] in nightshift.toml: the DAG gains capture -> choose_batch, a spark-submit of nightshift capture
     with the night's {ds}; the first night's extracts load an empty project; a rerun of capture after the night
     skips (propagate has read the batch) and changes nothing."""
     from nightshift.example import SCHEMAS, RetailGenerator, init_project
@@ -553,7 +553,7 @@ def test_dag_captures_the_configured_sources_before_waiting_for_the_batch(tmp_pa
             {"label": "again", "conf": {"batch_id": "20260301"}, "mark_success": "(?!capture$).*"}]
     result, r = run_dag(tmp_path, project, runs)
     log = r.stdout + r.stderr
-    assert result["import_errors"] == {} and result["graph"]["capture"] == ["wait_for_batch"], log[-3000:]
+    assert result["import_errors"] == {} and result["graph"]["capture"] == ["choose_batch"], log[-3000:]
     assert "stores, items, pos" not in result["docs"]["capture"] and "items, pos, stores" in result["docs"]["capture"]
     night = result["runs"]["night"]
     assert night["state"] == "success", (states(night), log[-4000:])

@@ -14,7 +14,8 @@ import yaml
 from sqlalchemy.engine import make_url
 
 ROOT = Path(__file__).resolve().parent.parent
-COMMANDS = ["init", "plan", "materialize", "propagate", "refresh", "apply-base", "validate", "run", "verify", "status", "demo"]
+COMMANDS = ["init", "plan", "materialize", "propagate", "refresh", "apply-base", "validate", "run", "verify", "status", "demo",
+            "load"]
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
@@ -36,7 +37,7 @@ def test_each_command_has_help(command):
     assert "usage: nightshift " + command in r.stdout
     if command not in ("init", "demo"):
         assert "--project" in r.stdout
-    if command in ("propagate", "refresh", "apply-base", "validate", "run"):
+    if command in ("propagate", "refresh", "apply-base", "validate", "run", "load"):
         assert "--batch" in r.stdout
 
 
@@ -50,6 +51,8 @@ def test_init_example_then_plan(tmp_path):
     assert r.returncode == 0, r.stderr
     for view in ("SID_sales", "sCD_sales", "SiC_sales", "sR_sales"):
         assert view in r.stdout
+    assert "_ns_count" not in r.stdout and len(r.stdout.splitlines()) < 15  # one line per view + the levels
+    r = cli("plan", "--project", str(target), "--explain")
     assert "EarliestSale = MIN" in r.stdout and "_ns_count" in r.stdout
     r = cli("init", str(target))
     assert r.returncode == 1 and "already exists" in r.stderr
@@ -59,7 +62,7 @@ def test_plan_json_is_machine_readable(tmp_path):
     import json
 
     target = tmp_path / "p"
-    assert cli("init", str(target)).returncode == 0
+    assert cli("init", str(target), "--example", "retail", "--rows", "100", "--nights", "0").returncode == 0
     r = cli("plan", "--project", str(target), "--json")
     plan = json.loads(r.stdout)
     assert {v["name"] for v in plan["views"]} == {"SID_sales", "sCD_sales", "SiC_sales", "sR_sales"}
@@ -76,7 +79,7 @@ def test_airflow_connection_project_needs_a_url_outside_airflow(tmp_path):
     """[warehouse] airflow_conn_id and no url: outside Airflow the CLI says where the URL must come from
     instead of silently using a DuckDB file."""
     target = tmp_path / "shop"
-    assert cli("init", str(target)).returncode == 0
+    assert cli("init", str(target), "--example", "retail", "--rows", "100", "--nights", "0").returncode == 0
     toml = target / "nightshift.toml"
     toml.write_text(re.sub(r"(?m)^url = .*$", 'airflow_conn_id = "ns_warehouse"', toml.read_text()))
     r = cli("status", "--project", str(target))
@@ -134,8 +137,8 @@ def test_plan_shows_the_d_lattice_and_writes_its_pictures(tmp_path):
     import json
 
     target = tmp_path / "p"
-    assert cli("init", str(target)).returncode == 0
-    r = cli("plan", "--project", str(target))
+    assert cli("init", str(target), "--example", "retail", "--rows", "100", "--nights", "0").returncode == 0
+    r = cli("plan", "--project", str(target), "--explain")
     assert r.returncode == 0, r.stderr
     assert "D-lattice" in r.stdout and "sCD_sales(city, date, +region)" in r.stdout  # Example 5.4's augmentation
     assert "sCD_sales -> sR_sales" in r.stdout and "default statistics" in r.stdout
@@ -145,3 +148,124 @@ def test_plan_shows_the_d_lattice_and_writes_its_pictures(tmp_path):
     lattice = json.loads(cli("plan", "--project", str(target), "--json").stdout)["lattice"]
     parents = {p["node"]: p["parent"] for p in lattice["parents"]}
     assert set(parents) >= {"SID_sales", "sCD_sales", "SiC_sales", "sR_sales"}
+
+
+# ------------------------------------------------------------------ the first afternoon: init, load, run --pending
+
+PAPER_WORDS = re.compile(r"paper \d|papers? 00|Section \d|Figure \d|Appendix [A-Z]|\(\d+\.\d+(\.\d+)?\)|§")
+SPARK_NOISE = ("WARN ", "log4j", "incubator", "Setting default log level", "ivy", ":: resolving")
+RIDES_SCHEMA = """CREATE TABLE zones (zone_id INTEGER PRIMARY KEY, borough VARCHAR NOT NULL, city VARCHAR NOT NULL);
+CREATE TABLE trips (trip_id BIGINT PRIMARY KEY, zone_id INTEGER NOT NULL REFERENCES zones(zone_id), d DATE NOT NULL,
+                    fare DECIMAL(10,2), rider_id INTEGER);
+"""
+RIDES_VIEWS = {
+    "fares_by_city": "CREATE VIEW fares_by_city AS SELECT z.city, t.d, COUNT(*) AS trips, SUM(t.fare) AS fares, "
+                     "MAX(t.fare) AS top FROM trips t JOIN zones z ON t.zone_id = z.zone_id GROUP BY z.city, t.d;",
+    "riders_by_city": "CREATE VIEW riders_by_city AS SELECT z.city, COUNT(DISTINCT t.rider_id) AS riders "
+                      "FROM trips t JOIN zones z ON t.zone_id = z.zone_id GROUP BY z.city;",
+}
+
+
+def rides(tmp_path) -> Path:
+    """An empty project from `nightshift init`, filled in as its comments say."""
+    target = tmp_path / "rides"
+    assert cli("init", str(target)).returncode == 0
+    (target / "sql" / "schema.sql").write_text(RIDES_SCHEMA)
+    for name, sql in RIDES_VIEWS.items():
+        (target / "sql" / "summaries" / f"{name}.sql").write_text(sql)
+    return target
+
+
+def test_init_writes_an_empty_project_that_plans(tmp_path):
+    target = tmp_path / "shop"
+    r = cli("init", str(target))
+    assert r.returncode == 0, r.stderr
+    assert "nightshift.toml" in r.stdout and "schema.sql" in r.stdout and "lake/changes" in r.stdout
+    assert f"nightshift load --project {target}" in r.stdout and f"nightshift run --project {target} --pending" in r.stdout
+    toml = (target / "nightshift.toml").read_text()
+    for mode in ("auto", "incremental", "recompute", "auxiliary", "delta", "map"):
+        assert f'"{mode}"' in toml, mode
+    assert "stores" not in toml and "[dependencies]\n" not in toml.replace("# [dependencies]\n", "")
+    assert not list((target / "sql" / "summaries").glob("*.sql")) and (target / "lake" / "changes").is_dir()
+    r = cli("plan", "--project", str(target))
+    assert r.returncode == 0, r.stderr
+    assert "no summary views yet: add one to" in r.stdout and "sql/summaries" in r.stdout
+    assert not (target / "warehouse.duckdb").exists()  # plan only reads
+
+
+def test_help_plan_and_preview_speak_the_products_words(tmp_path):
+    for command in [None, *COMMANDS]:
+        r = cli(*([command] if command else []), "--help")
+        assert not PAPER_WORDS.search(r.stdout), (command, PAPER_WORDS.search(r.stdout))
+    target = rides(tmp_path)
+    (tmp_path / "z.csv").write_text("zone_id,borough,city\n1,Soho,London\n2,Mitte,Berlin\n")
+    (tmp_path / "t.jsonl").write_text('{"trip_id": 1, "zone_id": 1, "d": "2026-01-02", "fare": 12.5, "rider_id": 7}\n'
+                                      '{"trip_id": 2, "zone_id": 2, "d": "2026-01-02", "fare": 3, "rider_id": 8}\n')
+    for table, f in (("zones", "z.csv"), ("trips", "t.jsonl")):
+        r = cli("load", "--project", str(target), "--batch", "20260101", "--table", table, str(tmp_path / f))
+        assert r.returncode == 0, r.stderr
+    r = cli("plan", "--project", str(target), "--batch", "20260101")  # landed, not propagated: a preview
+    assert r.returncode == 0, r.stderr
+    assert "preview of night 20260101" in r.stdout and "trips +2/-0, zones +2/-0" in r.stdout
+    assert not PAPER_WORDS.search(r.stdout), PAPER_WORDS.search(r.stdout)
+    assert "__ns_aux" not in r.stdout and "_ns_implied" not in r.stdout and "ns_k_" not in r.stdout
+    assert "riders_by_city: auxiliary mode (" in r.stdout and "median" not in r.stdout  # as status says it
+    assert not any(noise in r.stderr for noise in SPARK_NOISE), r.stderr
+    r = cli("plan", "--project", str(target), "--verbose")  # --verbose after the command, too
+    assert r.returncode == 0 and "no summary tables built yet" in r.stdout, r.stderr
+    explained = cli("--verbose", "plan", "--project", str(target), "--batch", "20260101", "--explain").stdout
+    assert "__ns_aux" in explained and "paper" in explained  # the internal names and references, on request
+
+
+def test_run_pending_with_nothing_pending_and_its_flags(tmp_path):
+    target = rides(tmp_path)
+    r = cli("run", "--project", str(target), "--pending")
+    assert r.returncode == 0 and "nothing pending" in r.stdout, r.stderr
+    r = cli("run", "--project", str(target), "--pending", "--batch", "x")
+    assert r.returncode == 2 and "not allowed with" in r.stderr
+    r = cli("run", "--project", str(target))
+    assert r.returncode == 2 and "one of the arguments --batch --pending is required" in r.stderr
+
+
+def test_a_recompute_reason_says_what_was_measured():
+    from lattice.compile import compile_project
+    from lattice.dlattice import Statistics, build_lattice
+    from lattice.passes.choose_modes import choose_modes
+
+    plan = compile_project(RIDES_SCHEMA, {"sql/summaries/t.sql": "CREATE VIEW per_trip AS SELECT t.trip_id, z.city, "
+                                          "COUNT(*) AS n FROM trips t JOIN zones z ON t.zone_id = z.zone_id "
+                                          "GROUP BY t.trip_id, z.city;"})
+    stats = Statistics.of(table_rows={"trips": 1000, "zones": 10}, change_rows={"trips": 1800, "zones": 3})
+    (choice,) = choose_modes(build_lattice(plan, stats), plan, stats, True)
+    assert choice.mode == "recompute", choice
+    assert "a dimension changed: 3 zones row(s)" in choice.reason and "1,800 of 1,000 trips rows changed" in choice.reason
+    assert "most of the base" not in choice.reason
+
+
+@pytest.mark.slow
+def test_run_pending_runs_every_landed_batch_quietly(tmp_path):
+    """Two nights loaded from files run in order with nightshift's own lines only; status names each view's
+    mode as plan does; a bad batch stops the run naming the batch and the step."""
+    target = rides(tmp_path)
+    (tmp_path / "z.csv").write_text("zone_id,borough,city\n1,Soho,London\n2,Mitte,Berlin\n")
+    (tmp_path / "t.csv").write_text("trip_id,zone_id,d,fare,rider_id\n1,1,2026-01-02,12.5,7\n2,2,2026-01-02,3,8\n")
+    (tmp_path / "gone.csv").write_text("trip_id\n2\n")
+    for args in (("20260101", "zones", "z.csv"), ("20260101", "trips", "t.csv"), ("20260102", "trips", "gone.csv")):
+        extra = ["--op", "delete"] if args[2] == "gone.csv" else []
+        r = cli("load", "--project", str(target), "--batch", args[0], "--table", args[1], *extra, str(tmp_path / args[2]))
+        assert r.returncode == 0, r.stderr
+    r = cli("run", "--project", str(target), "--pending")
+    assert r.returncode == 0, r.stderr
+    nights = [line for line in r.stdout.splitlines() if line.startswith("night ")]
+    assert [n.split(":")[0] for n in nights] == ["night 20260101", "night 20260102"], r.stdout
+    assert not any(noise in r.stderr for noise in SPARK_NOISE), r.stderr
+    shown = cli("plan", "--project", str(target), "--batch", "20260101").stdout  # after propagate: what ran
+    assert "night 20260101: base at (empty); trips +2/-0, zones +2/-0" in shown and "preview" not in shown, shown
+    status = cli("status", "--project", str(target))
+    assert "riders_by_city: auxiliary mode" in status.stdout, status.stdout
+    assert not PAPER_WORDS.search(status.stdout), PAPER_WORDS.search(status.stdout)
+    (tmp_path / "orphan.csv").write_text("trip_id,zone_id,d,fare,rider_id\n3,99,2026-01-03,1,9\n")
+    assert cli("load", "--project", str(target), "--batch", "20260103", "--table", "trips",
+               str(tmp_path / "orphan.csv")).returncode == 0
+    r = cli("run", "--project", str(target), "--pending")
+    assert r.returncode == 1 and "stopped at batch 20260103, step propagate" in r.stderr and "zone_id=99" in r.stderr

@@ -1,6 +1,6 @@
 """The Airflow DAG factory under real Airflow (`dag.test()`), in a subprocess with its own AIRFLOW_HOME:
-wait for the batch -> propagate, one spark-submit per D-lattice level -> window gate -> refresh -> apply-base
--> validate -> publish; reruns, batch order, the window."""
+choose the night -> propagate, one spark-submit per D-lattice level -> window gate -> refresh -> apply-base
+-> validate -> publish; the first run, ranges, reruns, batch order, the window and its override."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def run_dag(tmp_path, project: Path, runs: list[dict], **env_vars: str | None) -
     spec, out = tmp_path / "spec.json", tmp_path / "result.json"
     spec.write_text(json.dumps({"runs": runs}))
     r = subprocess.run([sys.executable, str(ROOT / "tests" / "dag_run_script.py"), str(spec), str(out)],
-                       env=env, capture_output=True, text=True, timeout=1200)
+                       env=env, capture_output=True, text=True, timeout=1800)
     assert out.is_file(), r.stdout[-3000:] + r.stderr[-3000:]
     return json.loads(out.read_text()), r
 
@@ -69,8 +69,9 @@ FIGURE_3_LEVELS = [["SID_sales"], ["SiC_sales", "sCD_sales"], ["sR_sales"]]
 
 def test_dag_parses_without_work_and_follows_the_lattice(tmp_path):
     """Parsing reads text files only (the project has no lake data yet, and no warehouse exists after the
-    parse); the task graph is wait -> one propagate task per D-lattice level, in order -> gate -> refresh
-    -> apply_base -> validate -> publish, the levels those of Figure 3."""
+    parse); the task graph is choose_batch -> one propagate task per D-lattice level, in order -> gate ->
+    refresh -> apply_base -> validate -> publish, the levels those of Figure 3; the DAG and every task say
+    what they do, and the trigger form asks for the batch, a range and the window override."""
     project = tmp_path / "retail"
     init_project(project, None, rows=0)
     result, r = run_dag(tmp_path, project, [])
@@ -79,13 +80,36 @@ def test_dag_parses_without_work_and_follows_the_lattice(tmp_path):
     assert result["import_errors"] == {} and result["dags"] == ["nightshift__retail"], r.stderr[-3000:]
     graph = result["graph"]
     levels = [f"propagate_level_{k}" for k in range(len(FIGURE_3_LEVELS))]
-    chain = ["wait_for_batch", *levels, "window_gate", "refresh", "apply_base", "validate", "publish"]
+    chain = ["choose_batch", *levels, "window_gate", "refresh", "apply_base", "validate", "publish"]
     assert set(graph) == set(chain)
     for upstream, downstream in zip(chain, chain[1:]):
-        assert graph[upstream] == [downstream], (upstream, graph[upstream])
+        assert downstream in graph[upstream], (upstream, graph[upstream])
     for k, points in enumerate(FIGURE_3_LEVELS):
-        assert f"level {k}: {', '.join(points)}" in result["docs"][levels[k]]
+        assert f"level {k} ({', '.join(points)})" in result["docs"][levels[k]]
+    assert set(result["docs"]) == set(chain)
+    assert "one change batch per run" in result["description"] and "Trigger form" in result["dag_doc"]
+    assert set(result["params"]) == {"batch_id", "through_batch", "ignore_window", "reason"}
     assert not (project / "warehouse.duckdb").exists() and not list((project / "lake").rglob("*.parquet"))
+
+
+def test_first_run_of_a_fresh_dag_blocks_nothing(tmp_path):
+    """An unpaused DAG whose project has no landed batch: its run (scheduled, no conf) finds nothing to do
+    and is skipped at once, so nothing waits and a manual trigger is never queued behind it; a manual
+    trigger naming a batch that has not landed fails at once, saying so."""
+    project = tmp_path / "retail"
+    init_project(project, None, rows=0)
+    runs = [{"label": "first", "conf": {}}, {"label": "missing", "no_logical_date": True, "conf": {"batch_id": "20260102"}}]
+    result, r = run_dag(tmp_path, project, runs)
+    log = r.stdout + r.stderr
+    first = result["runs"]["first"]
+    assert first["state"] == "success", (states(first), log[-3000:])
+    assert states(first)["choose_batch"] == "success"
+    assert {s for t, s in states(first).items() if t != "choose_batch"} == {"skipped"}
+    assert stamp(first["tasks"]["publish"]["end"]) - stamp(first["tasks"]["choose_batch"]["start"]) < pendulum.duration(minutes=1)
+    assert "no landed batch is waiting" in log
+    missing = result["runs"]["missing"]
+    assert missing["state"] == "failed" and states(missing)["choose_batch"] == "failed"
+    assert "batch 20260102 has not landed: no folder lake/changes/<table>/batch_id=20260102" in log
 
 
 def test_plan_is_compiled_once_per_inputs(tmp_path):
@@ -106,38 +130,41 @@ def test_plan_is_compiled_once_per_inputs(tmp_path):
 
 
 def test_dag_nights_reruns_order_and_window(tmp_path):
-    """Real Airflow, real spark-submit: one project, its nights through the DAG as an on-call engineer
-    and a backfill would run them.
+    """Real Airflow, real spark-submit: one project, its nights through the DAG as the schedule, a data
+    engineer's backfill and an on-call engineer would run them.
     1. night 2 before night 1: propagate refuses (batch order), refresh never runs;
     2. night 1 with refresh crashing on its first try: the retry completes it, asset event published;
-    3. clear and rerun only refresh of night 1: skipped (in the ledger);
-    4. clear and rerun the whole of night 1: every step skips, same state;
-    5. the window gate alone with the window 8 s away: it waits (deferred) until then;
-    6. night 2 in order, triggered without a logical date (Airflow 3's API default), up to apply_base
-       (validate and publish marked done without running); a run without a logical date and without a
-       batch_id fails at once, saying what to pass;
-    7. night 2's validate with a summary table corrupted: validate fails, publish does not run, nothing
+    3. rerun the whole of night 1: choose_batch finds it done and every other task is skipped at once;
+    4. the window gate alone with the window 8 s away: it waits (deferred) until then;
+    5. a backfill of the range night 1 .. night 3 (triggered without a logical date): night 1 is done, so
+       it runs night 2, up to apply_base (validate and publish marked done without running);
+    6. night 2's validate with a summary table corrupted: validate fails, publish does not run, nothing
        is published (no asset event, no published_at);
-    8. the corruption undone, validate and publish of night 2 again: published;
-    9. night 3 after its window closed: refresh refuses to start, the tables stay at night 2.
+    7. the corruption undone, a run with no conf (as the schedule starts it): the unvalidated night 2
+       comes before night 3; its propagate and apply-base tasks find their work done without starting
+       Spark, and it is validated and published;
+    8. night 3 after its window closed: refresh refuses to start, the tables stay at night 2;
+    9. night 3 again with "ignore the batch window" and a reason: it runs, the reason is in the ledger;
+    10. a run with no conf when every batch is done: skipped at once.
     After all of it the warehouse equals recomputation and the ledger holds each night once."""
     project = tmp_path / "retail"
     b = init_project(project, "retail", rows=3000, nights=2)
     crash = {"NIGHTSHIFT_CRASH_AT": "refresh:after_merge:SID_sales", "NIGHTSHIFT_CRASH_ONCE": str(tmp_path / "crashed")}
+    corrupt = [f'UPDATE "sR_sales__ns" SET "_ns_count" = -"_ns_count"']
     runs = [
         {"label": "out_of_order", "day": 1, "conf": {"batch_id": b[1]}},
         {"label": "crash_once", "day": 0, "conf": {"batch_id": b[0]}, "env": crash},
-        {"label": "rerun_refresh", "day": 0, "conf": {"batch_id": b[0]}, "mark_success": "(?!refresh$).*"},
         {"label": "rerun_whole", "day": 0, "conf": {"batch_id": b[0]}},
         {"label": "gate", "day": 1, "conf": {"batch_id": b[1], "gate_in": 8}, "mark_success": "(?!window_gate$).*"},
-        {"label": "no_batch", "no_logical_date": True, "conf": {}, "mark_success": "(?!wait_for_batch$).*"},
-        {"label": "night_2", "no_logical_date": True, "conf": {"batch_id": b[1]}, "mark_success": "validate|publish"},
-        {"label": "corrupted", "day": 1, "conf": {"batch_id": b[1]}, "mark_success": "(?!validate$|publish$).*",
-         "before_sql": [f'UPDATE "sR_sales__ns" SET "_ns_count" = -"_ns_count"']},
-        {"label": "undone", "day": 1, "conf": {"batch_id": b[1]}, "mark_success": "(?!validate$|publish$).*",
-         "before_sql": [f'UPDATE "sR_sales__ns" SET "_ns_count" = -"_ns_count"']},
-        {"label": "late", "day": 2, "conf": {"batch_id": b[2], "closes_in": -60},
-         "mark_success": "wait_for_batch|propagate_level_.*"},
+        {"label": "range", "no_logical_date": True, "conf": {"batch_id": b[0], "through_batch": b[2]},
+         "mark_success": "validate|publish"},
+        {"label": "corrupted", "day": 1, "conf": {"batch_id": b[1]}, "mark_success": "(?!choose_batch$|validate$|publish$).*",
+         "before_sql": corrupt},
+        {"label": "undone", "no_logical_date": True, "conf": {}, "before_sql": corrupt},
+        {"label": "late", "day": 2, "conf": {"batch_id": b[2], "closes_in": -60}, "mark_success": "propagate_level_.*"},
+        {"label": "override", "day": 2, "conf": {"batch_id": b[2], "closes_in": -60, "ignore_window": True,
+                                                 "reason": "catching up after the outage"}},
+        {"label": "all_done", "no_logical_date": True, "conf": {}},
     ]
     result, r = run_dag(tmp_path, project, runs)
     log = r.stdout + r.stderr
@@ -155,19 +182,20 @@ def test_dag_nights_reruns_order_and_window(tmp_path):
     assert "injected crash at refresh:after_merge:SID_sales" in log
     assert run["crash_once"]["asset_events"] == [{"batch_id": b[0], "project": str(project)}]
 
-    assert run["rerun_refresh"]["state"] == "success" and run["rerun_refresh"]["tasks"]["refresh"]["tries"] >= 1
-    assert f"refresh {b[0]}: skipped" in log
-    assert run["rerun_whole"]["state"] == "success" and set(states(run["rerun_whole"]).values()) == {"success"}
+    again = run["rerun_whole"]
+    assert again["state"] == "success" and states(again).pop("choose_batch") == "success"
+    assert {s for t, s in states(again).items() if t != "choose_batch"} == {"skipped"}
+    assert f"choose_batch: batch {b[0]} is already applied and published" in log
 
     gate = run["gate"]["tasks"]["window_gate"]
     opens = stamp(run["gate"]["conf"]["gate_at"])
     assert run["gate"]["state"] == "success" and stamp(gate["start"]) < opens <= stamp(gate["end"])
 
-    assert run["no_batch"]["state"] == "failed" and states(run["no_batch"])["wait_for_batch"] == "failed"
-    assert 'has no logical date and no batch_id in its conf: trigger it with conf {"batch_id": "<ID>"}' in log
-    night_2 = run["night_2"]
-    assert night_2["state"] == "success", (states(night_2), log[-4000:])
-    assert stamp(night_2["tasks"]["refresh"]["start"]) >= stamp(night_2["conf"]["gate_at"])
+    ranged = run["range"]
+    assert ranged["state"] == "success", (states(ranged), log[-4000:])
+    assert f"choose_batch: batch {b[1]} is the next landed batch not yet applied" in log
+    assert ranged["rendered"]["propagate_level_0"]["application_args"][-3] == b[1]
+    assert stamp(ranged["tasks"]["refresh"]["start"]) >= stamp(ranged["conf"]["gate_at"])
 
     bad = run["corrupted"]
     assert bad["state"] == "failed" and states(bad)["validate"] == "failed", (states(bad), log[-4000:])
@@ -175,18 +203,33 @@ def test_dag_nights_reruns_order_and_window(tmp_path):
     assert bad["tasks"]["validate"]["tries"] == 1  # wrong data is not retried: on-call is paged
     assert f"batch {b[1]}: summary table sR_sales (sR_sales__ns): check count_star_positive failed" in log
     assert run["undone"]["state"] == "success", (states(run["undone"]), log[-4000:])
+    assert f"choose_batch: batch {b[1]} is refreshed but not yet validated" in log
     assert run["undone"]["asset_events"] == [{"batch_id": b[1], "project": str(project)}]
+    assert f"propagate: skipped (batch {b[1]} is already done); no Spark job started" in log
+    assert f"apply-base: skipped (batch {b[1]} is already applied to the base); no Spark job started" in log
+    for task in ("propagate_level_0", "apply_base"):  # found done from the lake and the ledger: no spark-submit
+        ti = run["undone"]["tasks"][task]
+        assert stamp(ti["end"]) - stamp(ti["start"]) < pendulum.duration(seconds=20), (task, ti)
 
     late = states(run["late"])
     assert run["late"]["state"] == "failed" and late["refresh"] == "failed" and late["apply_base"] == "upstream_failed"
     assert run["late"]["tasks"]["refresh"]["tries"] == 1  # a closed window is not retried
     assert "window closed" in log
+    override = run["override"]
+    assert override["state"] == "success" and set(states(override).values()) == {"success"}, (states(override), log[-4000:])
+    assert f"refresh {b[2]}: done" in log and "outside the window: catching up after the outage" in log
+
+    done = run["all_done"]
+    assert done["state"] == "success" and {s for t, s in states(done).items() if t != "choose_batch"} == {"skipped"}
+    assert "no landed batch is waiting: every one is applied and published" in log
 
     cycle = Cycle(load_project(project), progress=lambda _: None)
-    assert [cycle.status(x) for x in b] == ["done", "done", "pending"]
+    assert [cycle.status(x) for x in b] == ["done", "done", "done"]
     nights = [row for row in cycle.warehouse.ledger() if row.kind == "batch"]
-    assert [row.batch_id for row in nights] == [b[0], b[1]]
-    assert all(row.validated_at and row.published_at for row in nights)  # both published, by their publish tasks
+    assert [row.batch_id for row in nights] == b
+    assert all(row.validated_at and row.published_at for row in nights)  # all published, by their publish tasks
+    assert nights[2].stats["_window_override"]["reason"] == "catching up after the outage"
+    assert "_window_override" not in nights[1].stats
     assert check_all(cycle.plan, cycle.lake, cycle.warehouse.read_view) == []
     cycle.close()
 
@@ -206,9 +249,10 @@ def test_window_of_a_night_and_of_a_backfill():
 
 
 def test_batch_and_window_of_runs_with_and_without_a_logical_date(monkeypatch):
-    """The DAG's macros: a scheduled run's batch is its logical date and its window opens the next day; a
-    run without a logical date (triggered from the API or UI) takes conf batch_id and the window open now
-    or the next one; conf overrides win."""
+    """The DAG's macros: a run refreshes in the window open when it started, else the next one, the same
+    window on every retry; conf overrides win and "ignore the batch window" opens it at the start and
+    never closes it. A capture task's batch is the logical date, or conf batch_id. A range handed on by
+    a published night's asset event reaches the next run."""
     from types import SimpleNamespace
 
     monkeypatch.setenv("NIGHTSHIFT_PROJECTS", "/nonexistent")  # import the module without building DAGs
@@ -217,22 +261,36 @@ def test_batch_and_window_of_runs_with_and_without_a_logical_date(monkeypatch):
 
     utc = zoneinfo.ZoneInfo("UTC")
     w = Window("01:00", "05:00", "UTC")
-    night = SimpleNamespace(run_id="scheduled__1", conf={}, run_type="scheduled",
-                            logical_date=dt.datetime(2026, 11, 2, tzinfo=utc), data_interval_end=dt.datetime(2026, 11, 3, tzinfo=utc))
+    night = SimpleNamespace(run_id="scheduled__1", conf={}, run_type="scheduled", start_date=dt.datetime(2026, 11, 2, 14, tzinfo=utc),
+                            logical_date=dt.datetime(2026, 11, 2, 14, tzinfo=utc))
     assert d.batch_of(night) == "20261102"
     assert d.window_of(w, night) == ("2026-11-03T01:00:00+00:00", "2026-11-03T05:00:00+00:00")
-    manual = SimpleNamespace(run_id="manual__1", conf={"batch_id": "b7"}, run_type="manual", logical_date=None, data_interval_end=None)
+    inside = SimpleNamespace(run_id="scheduled__2", conf={}, start_date=dt.datetime(2026, 11, 3, 2, tzinfo=utc))
+    assert d.window_of(w, inside) == ("2026-11-03T01:00:00+00:00", "2026-11-03T05:00:00+00:00")
+    manual = SimpleNamespace(run_id="manual__1", conf={"batch_id": "b7"}, run_type="manual", logical_date=None, start_date=None)
     assert d.batch_of(manual) == "b7"
     opens, closes = (pendulum.parse(x) for x in d.window_of(w, manual))
     assert closes > pendulum.now("UTC") and closes - opens == pendulum.duration(hours=4)
     manual.conf.update(gate_at="2026-11-24T01:30:00+00:00")
     assert d.window_of(w, manual)[0] == "2026-11-24T01:30:00+00:00"
+    now = SimpleNamespace(run_id="manual__4", conf={"ignore_window": True, "window_closes_at": "2020-01-01T00:00:00+00:00"},
+                          start_date=dt.datetime(2026, 11, 2, 14, tzinfo=utc))
+    opens, closes = d.window_of(w, now)
+    assert opens == "2026-11-02T14:00:00+00:00" and pendulum.parse(closes) > pendulum.now("UTC")
     with pytest.raises(ValueError, match="manual__2 has no logical date and no batch_id"):
         d.batch_of(SimpleNamespace(run_id="manual__2", conf=None, logical_date=None))
-    # a batch id is checked before it reaches the sensor's glob or a path
+    # a batch id is checked before it reaches a path
     for bad in ("../../etc", "*", "b1/../b2", "b 1"):
         with pytest.raises(ValueError, match=r"manual__3: conf batch_id: batch id .* is not valid"):
             d.batch_of(SimpleNamespace(run_id="manual__3", conf={"batch_id": bad}, logical_date=None))
+        with pytest.raises(ValueError, match=r"manual__3: conf through_batch: batch id .* is not valid"):
+            d._range_of({"dag_run": SimpleNamespace(run_id="manual__3", conf={"batch_id": "b1", "through_batch": bad})})
+    ranged = {"dag_run": SimpleNamespace(run_id="manual__5", conf={"batch_id": "b1", "through_batch": "b4"})}
+    assert d._range_of(ranged) == ("b1", "b4")
+    event = SimpleNamespace(extra={"batch_id": "b2", "through_batch": "b4"})
+    chained = {"dag_run": SimpleNamespace(run_id="asset__1", conf={}), "triggering_asset_events": {"published": [event]}}
+    assert d._range_of(chained) == ("", "b4")
+    assert d._range_of({"dag_run": SimpleNamespace(run_id="scheduled__3", conf={})}) == ("", "")
 
 
 EVERY_MODE = {  # beside Figure 1's four views of the retail example: one view of each other kind
@@ -297,7 +355,7 @@ def test_dag_keeps_every_mode_through_an_airflow_connection_and_stops_at_an_unap
         assert result["runs"][f"n{i}"]["state"] == "success", (states(result["runs"][f"n{i}"]), log[-4000:])
     docs = result["docs"]
     level_of = {p.strip(): int(k.rsplit("_", 1)[1]) for k, d in docs.items() if k.startswith("propagate_level_")
-                for p in re.search(r"level \d+: ([^(]*)\(", d).group(1).split(",")}
+                for p in re.search(r"level \d+ \(([^)]*)\)", d).group(1).split(",")}
     assert level_of["best_item_day"] > level_of["SID_sales"], docs
     plan = load_project(project).plan
     assert level_of["region_items"] > level_of[plan.view("region_items").reads[0]], docs  # over its auxiliary view

@@ -408,7 +408,6 @@ RECOMPUTED = [
      "GROUP BY region, category", ["cross product"]),
     ("union", "SELECT storeID, COUNT(*) AS N FROM pos GROUP BY storeID UNION ALL SELECT storeID, COUNT(*) AS N FROM pos "
      "GROUP BY storeID", ["union"]),
-    ("random", "SELECT storeID, COUNT(*) AS N FROM pos WHERE RANDOM() < 0.5 GROUP BY storeID", ["rand", "deterministic"]),
     ("projection", "SELECT storeID, qty FROM pos", ["projection"]),
     ("expression_over_aggregates", "SELECT storeID, SUM(qty) * 2 AS d FROM pos GROUP BY storeID", ["expression over aggregates"]),
 ]
@@ -444,9 +443,14 @@ REFUSALS = [
      ["unknown column", "shelf"], UnknownReference),
     ("ambiguous_column", "SELECT storeID, COUNT(*) AS N FROM pos JOIN stores ON pos.storeID = stores.storeID GROUP BY storeID",
      ["ambiguous", "storeid"], UnsupportedView),
-    ("engines_disagree", "SELECT EXTRACT(DOW FROM date) AS d, COUNT(*) AS n FROM pos GROUP BY EXTRACT(DOW FROM date)",
-     ["dow", "1970-01-04"], UnsupportedView),
-    ("engines_disagree_in_recompute", "SELECT DATE_ADD(date, 1) AS d FROM pos", ["date_add", "seconds"], UnsupportedView),
+    ("no_translation", "SELECT INITCAP(city) AS c, COUNT(*) AS n FROM pos JOIN stores ON pos.storeID = stores.storeID "
+     "GROUP BY INITCAP(city)", ["initcap(city)", "line 1", "spark"], UnsupportedView),
+    ("no_translation_in_recompute", "SELECT DATE_ADD(date, 1) AS d FROM pos", ["date_add(date, 1)", "interval"],
+     UnsupportedView),
+    ("random", "SELECT storeID, COUNT(*) AS N FROM pos WHERE RANDOM() < 0.5 GROUP BY storeID",
+     ["random()", "different value on every run"], UnsupportedView),
+    ("now", "SELECT storeID, COUNT(*) AS N FROM pos WHERE date < now() GROUP BY storeID", ["now()", "every run"],
+     UnsupportedView),
 ]
 
 

@@ -127,8 +127,9 @@ def test_random_view_sets_lattice_equals_direct_equals_recompute(tmp_path, spark
 def test_propagate_level_by_level_equals_one_job(tmp_path, spark):
     """The Airflow DAG's propagate_level_<k> tasks: the lattice's levels propagated one at a time (each a
     separate call, as separate spark-submits would) give the same summary-deltas as one job, night after
-    night; refresh cannot start before the last level; a level refuses to run before the levels under it,
-    and rerunning a level invalidates the manifest and the later levels until they run again."""
+    night; refresh cannot start before the last level; a level refuses to run before the levels under it;
+    rerunning a complete level ends at once, and running a level again invalidates the manifest and the
+    later levels until they run again."""
     views = {**VIEWS, **NESTED}
     root = make_project(tmp_path / "p", views)
     model = Model()
@@ -154,7 +155,15 @@ def test_propagate_level_by_level_equals_one_job(tmp_path, spark):
             cycle.propagate(batch, k)
         assert cycle.lake.read_manifest(batch).night.levels == tiers
         assert deltas(cycle, batch) == one_job, f"batch {batch}: level by level != one job"
-        if n == 1:  # on-call clears propagate_level_0 only: the later levels must run again before refresh
+        if n == 1:
+            # on-call clears propagate_level_0 only: its output is complete, so it ends at once (no Spark job)
+            # and the later levels and the manifest stay valid
+            assert cycle.propagate(batch, 0).skipped == f"level 0 of batch {batch} is already computed"
+            assert cycle.propagate(batch).skipped == f"the summary-deltas of batch {batch} are already computed"
+            assert cycle.lake.read_manifest(batch) is not None and cycle.lake.read_level(batch, 1) is not None
+            # a level whose record is missing (a crash before it was written) runs again: the later levels
+            # must run again before refresh
+            cycle.lake.level_path(batch, 0).unlink()
             cycle.propagate(batch, 0)
             assert cycle.lake.read_manifest(batch) is None and cycle.lake.read_level(batch, 1) is None
             with pytest.raises(BatchOrderError, match="level 1 has not run"):

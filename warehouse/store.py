@@ -295,10 +295,13 @@ class Warehouse:
         expected_position: str,
         progress: Callable[[str], None] = lambda _: None,
         hints: RefreshHints = RefreshHints(),
+        notes: dict | None = None,
     ) -> dict | None:
         """Apply every summary-delta of `batch` plus its ledger row in one transaction.
 
         Returns the per-view statistics, or None when the batch is already in the ledger (no-op).
+        notes: recorded with them in the ledger row (e.g. "_window_override": why the night ran
+        outside the batch window).
         """
         t0 = time.perf_counter()
         with self.engine.begin() as conn:
@@ -333,6 +336,7 @@ class Warehouse:
                 )
                 checkpoint(f"refresh:after_merge:{view.name}")
             stats["_seconds"] = round(time.perf_counter() - t0, 3)
+            stats.update(notes or {})
             self._append_ledger(conn, batch, "batch", plan, batch, stats)
             checkpoint("refresh:before_commit")
         return stats

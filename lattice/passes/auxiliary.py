@@ -47,7 +47,7 @@ import sqlglot
 from sqlglot import exp
 
 from lattice.ir import UserAggregate
-from lattice.passes.parse_views import AUXILIARY_SUFFIX, ViewStatement, holistic
+from lattice.passes.parse_views import AUXILIARY_SUFFIX, ViewStatement, grouping_sets, holistic
 
 SUFFIX = AUXILIARY_SUFFIX  # an auxiliary view's name ends with it (lake only)
 WEIGHT = "ns_m"  # A's COUNT(*): the rows of F with these values (a holistic aggregate's weights)
@@ -342,7 +342,7 @@ def _group_items(query: exp.Select, columns: set[str]) -> list[exp.Expression]:
     group = query.args.get("group")
     if not group:
         return []
-    if group.args.get("grouping_sets") or group.args.get("cube") or group.args.get("rollup"):
+    if grouping_sets(group):
         raise _NotCovered()
     items = [i.this if isinstance(i, exp.Alias) else i for i in query.expressions]
     aliases = {i.alias.lower(): i.this for i in query.expressions if isinstance(i, exp.Alias)}

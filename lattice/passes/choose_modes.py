@@ -51,12 +51,27 @@ def _choose(view: View, lattice: Lattice, plan: Plan, est: _Estimator, deletes: 
         return ModeChoice(view.name, "delta", "the base is empty (the first load): its summary-delta is the table; "
                           "along the lattice views share work", delta, recompute)
     if recompute < delta:
-        why = ("exact MIN/MAX of the groups that lost rows reads the base anyway" if deletes and view.has_min_max
-               else "most of the base changed")
+        why = _measured(view, est, deletes)
         return ModeChoice(view.name, "recompute", f"cheaper tonight ({why}): recompute ~{recompute:,} vs delta "
                           f"~{delta:,} (rows, window weighted x{WINDOW_WEIGHT})", delta, recompute)
     return ModeChoice(view.name, "delta", f"delta ~{delta:,} vs recompute ~{recompute:,} (rows, window weighted "
                       f"x{WINDOW_WEIGHT})", delta, recompute)
+
+
+def _measured(view: View, est: _Estimator, deletes: bool) -> str:
+    """What made recompute cheaper, as measured tonight: the changed dimension rows the view joins, the
+    fact rows changed against the base, and exact MIN/MAX reading the base (never a guess)."""
+    parts = []
+    if deletes and view.has_min_max:
+        parts.append("exact MIN/MAX of the groups that lost rows reads the base anyway")
+    dims = [(t, est.change_rows(t)) for t in view.dimensions]
+    changed_dims = [f"{n:,} {t} row(s)" for t, (n, _) in dims if n]
+    if changed_dims:
+        parts.append(f"a dimension changed: {', '.join(changed_dims)}")
+    (rows, basis), (changed, _) = est.table_rows(view.fact), est.change_rows(view.fact)
+    sized = " (estimated)" if basis == "default" else ""
+    parts.append(f"{changed:,} of {rows:,}{sized} {view.fact} rows changed")
+    return "; ".join(parts)
 
 
 def _delta_cost(view: View, lattice: Lattice, est: _Estimator, deletes: bool) -> int:

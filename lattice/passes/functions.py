@@ -1,69 +1,101 @@
-"""Expressions whose value Spark, DuckDB and PostgreSQL do not agree on, refused in every view.
+"""What no engine can compute as the warehouse does, refused in every view (with the user's own spelling).
 
-A view's expressions (group keys, aggregate arguments, filters) are evaluated by Spark (propagate),
-by DuckDB (the oracle, validation's sampled recompute) and by the warehouse (validation's rollups
-along lattice edges), each from the same neutral SQL transpiled by sqlglot. Measured on this stack
-(sqlglot 30.30, Spark 4.2, DuckDB 2.0, PostgreSQL 15; tests/test_functions.py keeps checking the
-ones allowed), these constructs give different values (or exist in only some engines); each is
-refused with the spelling that agrees. Differences of result *type* alone are harmless: a computed
-group key is cast to one type (DuckDB's) wherever it is computed.
+A view is written in the warehouse's SQL and read into neutral SQL whose functions mean what the
+warehouse computes (lattice/warehouse_sql.py); Spark (propagate), DuckDB (the oracle, validation's
+sampled recompute) and the warehouse each run it through one rule per function family. What is left
+here has no such rule: a function whose value changes from run to run (random(), now(),
+current_date), a function nightshift does not know, and the few constructs whose value no rule
+reproduces in every engine (tests/test_functions.py keeps checking every one that is allowed). Each
+refusal names the construct as the user wrote it, its file and line; a project's refusals are
+reported together (lattice/compile.py).
 """
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+
 from sqlglot import exp
 
 from lattice.errors import UnsupportedView
+from lattice.warehouse_sql import INT_DIV, format_supported, spark_regex
 
-_EXTRACT_OK = {"YEAR", "QUARTER", "MONTH", "DAY", "DOY", "DAYOFYEAR", "WEEK", "HOUR", "MINUTE"}
-_TRUNC_OK = {"YEAR", "QUARTER", "MONTH", "WEEK"}
-_WEEKDAY = "CAST(((DATEDIFF(d, DATE '1970-01-04') % 7) + 7) % 7 AS INT) (0 = Sunday)"
+_EXTRACT_OK = {"YEAR", "QUARTER", "MONTH", "DAY", "DOY", "WEEK", "HOUR", "MINUTE"}
+_TRUNC_OK = {"YEAR", "QUARTER", "MONTH", "WEEK", "DAY", "HOUR", "MINUTE", "SECOND"}
+_REGEX = "the pattern language differs (Java regular expressions in Spark, RE2 in DuckDB, POSIX in PostgreSQL)"
 
-# node class -> why it is refused and what to write instead
+# node class -> why no engine can give the warehouse's value
 _REFUSED: dict[type, str] = {
-    exp.DayOfWeek: f"weekday numbers differ (Spark 1..7 from Sunday, DuckDB and PostgreSQL 0..6); write {_WEEKDAY}",
-    exp.DayOfWeekIso: f"ISO weekdays are unknown to Spark; write {_WEEKDAY}",
-    exp.Quarter: "PostgreSQL has no QUARTER(); write CAST(EXTRACT(QUARTER FROM x) AS INT)",
-    exp.DayOfMonth: "PostgreSQL has no DAYOFMONTH(); write CAST(EXTRACT(DAY FROM x) AS INT)",
-    exp.DayOfYear: "PostgreSQL has no DAYOFYEAR(); write CAST(EXTRACT(DOY FROM x) AS INT)",
-    exp.WeekOfYear: "PostgreSQL has no WEEKOFYEAR(); write CAST(EXTRACT(WEEK FROM x) AS INT)",
-    exp.Week: "WEEK() exists in neither Spark nor PostgreSQL; write CAST(EXTRACT(WEEK FROM x) AS INT)",
-    exp.Hour: "PostgreSQL has no HOUR(); write CAST(EXTRACT(HOUR FROM t) AS INT)",
-    exp.Minute: "PostgreSQL has no MINUTE(); write CAST(EXTRACT(MINUTE FROM t) AS INT)",
-    exp.DateAdd: "DATE_ADD(d, n) adds n *seconds* in PostgreSQL and the INTERVAL form fails in Spark; write d + n "
-                 "or CAST(d + INTERVAL 'n' DAY AS DATE)",
-    exp.DateSub: "DATE_SUB fails in Spark and means seconds in PostgreSQL; write d - n or CAST(d - INTERVAL 'n' DAY AS DATE)",
-    exp.AddMonths: "PostgreSQL has no ADD_MONTHS(); write CAST(d + INTERVAL 'n' MONTH AS DATE)",
-    exp.TsOrDsAdd: "date arithmetic functions differ between engines; write d + n or d + INTERVAL 'n' DAY",
-    exp.Initcap: "INITCAP capitalizes different letters in Spark (only after spaces) than in DuckDB and PostgreSQL",
-    exp.ToChar: "the format is dropped for Spark and DuckDB; write SUBSTRING(CAST(d AS VARCHAR), 1, 7) for 'YYYY-MM'",
-    exp.TimeToStr: "date formats differ between engines; write SUBSTRING(CAST(d AS VARCHAR), 1, 7) for 'YYYY-MM'",
-    exp.StrToTime: "date formats differ between engines; write CAST(s AS DATE) or CAST(s AS TIMESTAMP)",
-    exp.RegexpReplace: "regular-expression syntax differs (Java in Spark, RE2 in DuckDB, POSIX in PostgreSQL)",
-    exp.RegexpLike: "regular-expression syntax differs (Java in Spark, RE2 in DuckDB, POSIX in PostgreSQL)",
-    exp.RegexpExtract: "regular-expression syntax differs (Java in Spark, RE2 in DuckDB, POSIX in PostgreSQL)",
-    exp.RegexpILike: "regular-expression syntax differs (Java in Spark, RE2 in DuckDB, POSIX in PostgreSQL)",
+    exp.DateAdd: "only date_add(x, INTERVAL ...) is translated; write x + INTERVAL 'n' DAY",
+    exp.DateSub: "only x - INTERVAL ... is translated; write x - INTERVAL 'n' DAY",
+    exp.AddMonths: "write x + INTERVAL 'n' MONTH",
+    exp.TsOrDsAdd: "write x + INTERVAL 'n' DAY",
+    exp.Initcap: "INITCAP capitalizes after spaces only in Spark and after any non-letter in PostgreSQL (DuckDB has "
+                 "none); write UPPER(LEFT(s, 1)) || LOWER(SUBSTRING(s, 2)) for one word",
+    exp.ToChar: "DuckDB has no to_char; write strftime(x, '%Y-%m')",
+    exp.StrToTime: "date formats are read differently by each engine; write CAST(s AS DATE) or CAST(s AS TIMESTAMP)",
+    exp.StrToDate: "date formats are read differently by each engine; write CAST(s AS DATE)",
+    exp.RegexpReplace: _REGEX,
+    exp.RegexpExtract: _REGEX,
+    exp.RegexpILike: _REGEX,
+    exp.SimilarTo: _REGEX,
 }
 _RANDOM = (exp.Rand, exp.Randn, exp.Uuid, exp.CurrentDate, exp.CurrentTimestamp, exp.CurrentTime,
            exp.CurrentDatetime)
+_RANDOM_NAMES = {"now", "today", "random", "uuid", "gen_random_uuid", "clock_timestamp", "statement_timestamp",
+                 "transaction_timestamp", "timeofday", "get_current_time", "current_localtimestamp"}
+_DETERMINISM = "gives a different value on every run; a summary view must give the same rows every night"
 
 
-def check_functions(tree: exp.Expression, where: str, user: frozenset[str] = frozenset()) -> None:
-    """Raise UnsupportedView naming the first construct of `tree` that the engines disagree on.
-    `where` is the prefix of the message ("sql/summaries/x.sql: view x"); `user`: the lower-case names
-    of the user-defined aggregates (nightshift.toml [aggregates]), which nightshift evaluates itself."""
+@dataclass(frozen=True)
+class Refusal:
+    """One construct of a view file no engine computes as the warehouse does."""
+
+    file: str
+    view: str
+    line: int | None
+    spelling: str  # as the user wrote it
+    reason: str
+
+    def __str__(self) -> str:
+        at = f", line {self.line}" if self.line else ""
+        return f"{self.file}: view {self.view}{at}: {self.spelling}: {self.reason}"
+
+
+def refusals(tree: exp.Expression, text: str, file: str, view: str, warehouse: str | None = None,
+             user: frozenset[str] = frozenset()) -> list[Refusal]:
+    """Every refused construct of a view's neutral tree, spelled and placed as in `text` (its file);
+    `user`: the lower-case names of the user-defined aggregates (nightshift.toml [aggregates])."""
+    out, seen = [], set()
     for node in tree.walk():
         if isinstance(node, exp.Anonymous) and node.name.lower() in user:
             continue
-        reason = _why_refused(node)
+        reason = _why_refused(node, warehouse)
+        if reason:
+            line, spelling = _spelling(node, text, seen, warehouse)
+            out.append(Refusal(file, view, line, spelling, reason))
+    return out
+
+
+def check_functions(tree: exp.Expression, where: str, user: frozenset[str] = frozenset()) -> None:
+    """Raise UnsupportedView naming the first refused construct of `tree` (SQL nightshift writes or a
+    user-defined aggregate's, so spelled as sqlglot reads it); `where` prefixes the message."""
+    for node in tree.walk():
+        if isinstance(node, exp.Anonymous) and node.name.lower() in user:
+            continue
+        reason = _why_refused(node, None)
         if reason:
             raise UnsupportedView(f"{where}: {_name(node)}: {reason}")
 
 
 def nondeterministic(tree: exp.Expression) -> str | None:
     """The first function whose value changes from run to run (RANDOM(), CURRENT_DATE, ...), or None."""
-    node = tree.find(*_RANDOM)
+    node = next((n for n in tree.walk() if _random(n)), None)
     return _name(node) if node is not None else None
+
+
+def _random(node: exp.Expression) -> bool:
+    return isinstance(node, _RANDOM) or (isinstance(node, exp.Anonymous) and node.name.lower() in _RANDOM_NAMES)
 
 
 def _name(node: exp.Expression) -> str:
@@ -71,38 +103,114 @@ def _name(node: exp.Expression) -> str:
     return sql if len(sql) <= 60 else sql[:57] + "..."
 
 
-def _why_refused(node: exp.Expression) -> str | None:
-    for cls, reason in _REFUSED.items():
-        if type(node) is cls:
-            return reason
-    if isinstance(node, exp.Anonymous):
-        return (f"{node.name.upper()}() is not a function nightshift knows to give the same value in Spark, DuckDB "
-                f"and PostgreSQL (docs: README, 'Functions in views')")
+def _why_refused(node: exp.Expression, warehouse: str | None) -> str | None:
+    if _random(node):
+        return _DETERMINISM
+    reason = _REFUSED.get(type(node))
+    if reason:
+        return reason
+    if isinstance(node, exp.Anonymous) and node.name.upper() != INT_DIV:
+        return (f"{node.name}() is not a function nightshift knows how to compute as the warehouse does in Spark "
+                f"(docs/reference/functions.md lists the ones it translates)")
     if isinstance(node, exp.Extract):
         unit = node.name.upper()
         if unit not in _EXTRACT_OK:
-            return (f"EXTRACT({unit}) differs between engines (weekday numbering, fractional seconds, or unknown to "
-                    f"Spark); use YEAR, QUARTER, MONTH, DAY, DOY, WEEK, HOUR or MINUTE" +
-                    (f", or {_WEEKDAY}" if unit in ("DOW", "DAYOFWEEK", "ISODOW") else ""))
-    if isinstance(node, exp.DateTrunc):
-        unit = (node.unit.name if isinstance(node.unit, exp.Expression) else str(node.unit or "")).upper().strip("'")
+            return (f"EXTRACT({unit}) is not translated (fractional seconds, epochs and time zones differ between "
+                    f"engines); use YEAR, QUARTER, MONTH, DAY, DOY, WEEK, DOW, ISODOW, HOUR or MINUTE")
+    if isinstance(node, (exp.DateTrunc, exp.TimestampTrunc)):
+        unit = node.args.get("unit")
+        unit = (unit.name if isinstance(unit, exp.Expression) else str(unit or "")).upper().strip("'")
         if unit not in _TRUNC_OK:
-            return (f"DATE_TRUNC('{unit.lower()}', x) is NULL for every row in Spark; write TIMESTAMP_TRUNC(x, {unit}) "
-                    f"(CAST(... AS DATE) for a date)")
+            return f"date_trunc('{unit.lower()}', x) is not translated; use year, quarter, month, week, day or hour"
+    if isinstance(node, exp.TimeToStr) and not format_supported(node.args.get("format")):
+        return ("only numeric date formats are translated (%Y, %y, %m, %d, %H, %M, %S and punctuation); names of "
+                "months and days are spelled differently by each engine")
+    if isinstance(node, exp.RegexpLike):
+        pattern = node.expression
+        if node.args.get("flag") is not None or not (isinstance(pattern, exp.Literal) and pattern.is_string) \
+                or spark_regex(pattern.this) is None:
+            return (_REGEX + "; a literal pattern of letters, [classes], anchors, groups, | and quantifiers is "
+                    "translated ('.', \\d, \\w, look-arounds and flags are not)")
     if isinstance(node, exp.DateDiff) and node.args.get("unit") is not None:
-        return "DATEDIFF with a unit is read differently by each engine; write DATEDIFF(end, start) (days)"
+        unit = node.args["unit"]
+        if (unit.name if isinstance(unit, exp.Expression) else str(unit)).upper().strip("'") != "DAY":
+            return ("date_diff with a unit other than day counts boundaries differently in Spark; write "
+                    "date_diff('day', a, b)")
     if isinstance(node, exp.Trunc) and node.args.get("decimals") is not None:
         return "Spark drops TRUNC's scale; write ROUND of a DECIMAL, or FLOOR"
-    if isinstance(node, exp.Cast):
-        return _cast(node)
     if isinstance(node, exp.Mode) and not isinstance(node.parent, exp.WithinGroup):
-        return ("MODE(x) breaks ties between equally frequent values differently in each engine (Spark picks any); "
-                "write MODE() WITHIN GROUP (ORDER BY x), which picks the smallest")
+        return ("mode(x) breaks ties between equally frequent values differently in each engine; write "
+                "mode() WITHIN GROUP (ORDER BY x), which picks the smallest")
     return None
 
 
-def _cast(node: exp.Cast) -> str | None:
-    to = node.to
-    if to.this in (exp.DataType.Type.VARCHAR, exp.DataType.Type.CHAR, exp.DataType.Type.NCHAR) and to.expressions:
-        return "CAST to VARCHAR(n) truncates in PostgreSQL only; cast to VARCHAR and use LEFT(x, n)"
-    return None
+def _spelling(node: exp.Expression, text: str, seen: set[int], warehouse: str | None) -> tuple[int | None, str]:
+    """(line, text) of `node` as written in the file: from the position sqlglot recorded for its name, else
+    the first unreported occurrence of its keyword or of its text in the warehouse's SQL (an operator such as
+    s ~ 'a'); sqlglot's spelling when none is found."""
+    start = node.meta.get("start") if node.meta else None
+    if start is None:
+        for word in _keywords(node):
+            for m in re.finditer(rf"(?<![\w.]){re.escape(word)}\b", text, re.IGNORECASE):
+                if m.start() not in seen and _outside_comment(text, m.start()):
+                    start = m.start()
+                    break
+            if start is not None:
+                break
+    if start is None:
+        written = node.sql(dialect=warehouse)
+        found = [m.start() for m in re.finditer(re.escape(written), text, re.IGNORECASE) if m.start() not in seen]
+        if found:
+            seen.add(found[0])
+            return text.count("\n", 0, found[0]) + 1, written
+    if start is None or start >= len(text):
+        return None, _name(node)
+    seen.add(start)
+    end = _call_end(text, start)
+    spelling = " ".join(text[start:end].split())
+    spelling = spelling if len(spelling) <= 80 else spelling[:77] + "..."
+    return text.count("\n", 0, start) + 1, spelling
+
+
+def _keywords(node: exp.Expression) -> list[str]:
+    if isinstance(node, exp.Anonymous):
+        return [node.name]
+    if isinstance(node, exp.Extract):
+        return ["extract", "date_part", "datepart"]
+    if isinstance(node, (exp.DateTrunc, exp.TimestampTrunc)):
+        return ["date_trunc", "datetrunc"]
+    if isinstance(node, exp.TimeToStr):
+        return ["strftime", "to_char"]
+    names = [node.sql_name().lower(), node.key.lower(), *(type(node).__name__.lower(),)]
+    if isinstance(node, exp.CurrentTimestamp):
+        names = ["now", "current_timestamp", *names]
+    if isinstance(node, exp.Rand):
+        names = ["random", "rand", *names]
+    return names
+
+
+def _outside_comment(text: str, pos: int) -> bool:
+    line_start = text.rfind("\n", 0, pos) + 1
+    return "--" not in text[line_start:pos]
+
+
+def _call_end(text: str, start: int) -> int:
+    """The end of the call starting at `start`: past its matching parenthesis, or the end of the word."""
+    m = re.match(r"[\w.]+\s*", text[start:])
+    pos = start + (m.end() if m else 0)
+    if pos >= len(text) or text[pos] != "(":
+        return start + len(m.group().rstrip()) if m else start + 1
+    depth, quote = 0, None
+    for i in range(pos, len(text)):
+        c = text[i]
+        if quote:
+            quote = None if c == quote else quote
+        elif c in "'\"":
+            quote = c
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    return len(text)

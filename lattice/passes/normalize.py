@@ -44,6 +44,7 @@ def normalize(parsed: ParsedView) -> View:
             n = sum(1 for k in needed if k[0].startswith(HOLISTIC)) + 1
             t = _HOLISTIC_TYPES.get(func.split(" ")[0] if func.startswith("percentile") else func, arg.type)
             t = types.sum_type(arg.type) if t == "SUM" else t  # what every engine returns
+            t = agg.result_type or t  # PERCENTILE_CONT of a DECIMAL: the warehouse's DECIMAL(p,s)
             t, definition = (agg.user.type, agg.user.sql) if agg.user is not None else (t, "")
             needed[key] = StoredAggregate(HOLISTIC, f"_ns_hol_{arg.index}_{n}", arg.index, t, func, definition)
         return needed[key]

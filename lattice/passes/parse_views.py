@@ -21,6 +21,7 @@ from lattice import types
 from lattice.errors import NotIncremental, UnknownReference, UnsupportedView
 from lattice.ir import EXPRESSION, ColumnRef, GroupKey, Join, Schema, Table, UserAggregate
 from lattice.passes.functions import nondeterministic
+from lattice.warehouse_sql import duckdb_decimal_type
 
 AGGREGATES = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max"}
 HAVING_AGGREGATE = "__ns_agg__"  # HAVING's aggregates become columns named __ns_agg__<output> (normalize maps them)
@@ -55,6 +56,16 @@ def holistic(node: exp.Expression, aggregates: tuple[UserAggregate, ...] = ()) -
     return None
 
 
+def grouping_sets(group: exp.Group) -> str:
+    """'GROUPING SETS', 'CUBE' or 'ROLLUP' when the GROUP BY has one ('' otherwise): sqlglot keeps them
+    among the GROUP BY's items (older versions in args of their own)."""
+    for node in [*group.expressions, *(group.args.get(k) for k in ("grouping_sets", "cube", "rollup"))]:
+        for kind, label in ((exp.GroupingSets, "GROUPING SETS"), (exp.Cube, "CUBE"), (exp.Rollup, "ROLLUP")):
+            if isinstance(node, kind) or (isinstance(node, list) and node and isinstance(node[0], kind)):
+                return label
+    return ""
+
+
 def user_aggregate(name: str, aggregates: tuple[UserAggregate, ...]) -> UserAggregate | None:
     return next((a for a in aggregates if a.name.lower() == name.lower()), None)
 
@@ -69,6 +80,7 @@ class ParsedAggregate:
     arg_type: str | None
     declared: bool = True  # False: only HAVING reads it (a hidden stored aggregate)
     user: UserAggregate | None = None  # a user-defined aggregate's declaration
+    result_type: str | None = None  # PERCENTILE_CONT of a DECIMAL: the DECIMAL(p,s) the warehouse (DuckDB) gives
 
 
 @dataclass(frozen=True)
@@ -99,10 +111,11 @@ class ViewStatement:
     quoted: tuple[str, ...]  # the view name and column-list names written "quoted"
 
 
-def read_view(text: str, file: str) -> ViewStatement:
-    """Parse a view file: exactly one CREATE VIEW statement (anything else is refused)."""
+def read_view(text: str, file: str, dialect: str | None = None) -> ViewStatement:
+    """Parse a view file, written in the warehouse's SQL dialect (None: nightshift's neutral SQL): exactly
+    one CREATE VIEW statement (anything else is refused)."""
     try:
-        statements = [s for s in sqlglot.parse(text) if s is not None]
+        statements = [s for s in sqlglot.parse(text, read=dialect) if s is not None]
     except sqlglot.errors.ParseError as e:
         raise UnsupportedView(f"{file}: cannot parse SQL: {str(e).splitlines()[0]}") from None
     if len(statements) != 1 or not isinstance(statements[0], exp.Create) or statements[0].kind != "VIEW":
@@ -208,6 +221,8 @@ class _ViewParser:
         for sub in select.find_all(exp.Subquery, exp.Exists, exp.In):
             if isinstance(sub, exp.In) and not sub.args.get("query"):
                 continue
+            if isinstance(sub, exp.Subquery) and isinstance(sub.unnest(), exp.Table):  # (r JOIN s ON …): a join nest
+                raise self.not_incremental(f"parenthesized join {sub.sql()[:60]}")
             raise self.not_incremental("subquery")
         if select.find(exp.Union, exp.Intersect, exp.Except):
             raise self.not_incremental("set operation")
@@ -330,8 +345,10 @@ class _ViewParser:
         group = select.args.get("group")
         if not group:
             return []
-        if group.args.get("grouping_sets") or group.args.get("cube") or group.args.get("rollup"):
-            raise self.not_incremental("GROUPING SETS / ROLLUP / CUBE")
+        sets = grouping_sets(group)
+        if sets:
+            raise self.not_incremental(f"GROUP BY {sets}: each grouping set is a summary of its own, which the "
+                                       f"incremental modes do not keep yet (the view is recomputed whole)")
         items = [i.this if isinstance(i, exp.Alias) else i for i in select.expressions]
         aliases = {i.alias.lower(): i.this for i in select.expressions if isinstance(i, exp.Alias)}
         out: dict[ColumnRef, exp.Expression] = {}
@@ -368,7 +385,7 @@ class _ViewParser:
     def _select_list(self, select: exp.Select, group: list[tuple[ColumnRef, exp.Expression]]):
         column_list = self.statement.columns
         items = select.expressions
-        if column_list and len(column_list) != len(items):
+        if len(column_list) > len(items):  # fewer is SQL: the rest keep the select list's names
             raise self.invalid(f"column list: CREATE VIEW names {len(column_list)} columns but the SELECT has {len(items)}")
         grouped = {ref for ref, _ in group}
         keys_by_ref: dict[ColumnRef, str] = {}
@@ -379,8 +396,9 @@ class _ViewParser:
             inner = item.this if isinstance(item, exp.Alias) else item
             if isinstance(inner, exp.Star):
                 raise self.not_incremental("SELECT * (list the group-by columns and aggregates)")
-            name = column_list[pos] if column_list else (item.alias_or_name if isinstance(item, exp.Alias) else None)
-            if not column_list:
+            listed = pos < len(column_list)
+            name = column_list[pos] if listed else (item.alias_or_name if isinstance(item, exp.Alias) else None)
+            if not listed:
                 self._note_quoted(item.args.get("alias") if isinstance(item, exp.Alias) else inner)
             agg_type = next((k for k in AGGREGATES if isinstance(inner, k)), None)
             kept = holistic(inner, self.aggregates)
@@ -446,16 +464,25 @@ class _ViewParser:
         multiplicities m, paper 002); over any other table the view is not incremental."""
         qualified = self._qualify(arg)
         arg_type = self._type_of(qualified, f"argument of {output}")
-        if func.startswith("percentile_cont") and types.family(arg_type) not in ("integer", "float"):
-            fix = "CAST(x AS DOUBLE)" if types.family(arg_type) == "decimal" else "a numeric argument"
+        result_type = None
+        if func.startswith("percentile_cont") and types.family(arg_type) == "decimal":
+            # DuckDB keeps the argument's DECIMAL(p,s) (lattice/warehouse_sql.py); PostgreSQL's reads a DOUBLE
+            result_type = duckdb_decimal_type(qualified, self._declared_type) or arg_type
+        elif func.startswith("percentile_cont") and types.family(arg_type) not in ("integer", "float"):
             raise self.invalid(f"{output}: {_func_name(node.this if isinstance(node, exp.WithinGroup) else node)} of "
-                               f"a {arg_type} interpolates differently in each engine (DuckDB keeps the {arg_type}, "
-                               f"Spark and PostgreSQL give a DOUBLE); write it over {fix}")
+                               f"a {arg_type} is not translated; write it over a number")
         if not is_auxiliary(self.fact):
             raise self.not_incremental(f"{_func_name(node.this if isinstance(node, exp.WithinGroup) else node)} in "
                                        f"{output} (a holistic aggregate)")
         user = user_aggregate(func.split()[1], self.aggregates) if func.startswith("uda ") else None
-        return ParsedAggregate(output, f"{HOLISTIC}:{func}", qualified.sql(), arg_type, user=user)
+        return ParsedAggregate(output, f"{HOLISTIC}:{func}", qualified.sql(), arg_type, user=user,
+                               result_type=result_type)
+
+    def _declared_type(self, col: exp.Column) -> str | None:
+        """A qualified column's declared type."""
+        table = self.schema.table(col.table)
+        column = table.column(col.name) if table is not None else None
+        return column.type if column is not None else None
 
     def _group_keys(self, group: list[tuple[ColumnRef, exp.Expression]], keys_by_ref: dict[ColumnRef, str]):
         keys = []
@@ -574,10 +601,10 @@ class _ViewParser:
             t = self._fallback_type(qualified)
         if t is None:
             raise self.not_incremental(f"{what}: cannot determine the type of {qualified.sql()}")
-        if t.startswith("DECIMAL"):
+        if t.startswith("DECIMAL") and not (isinstance(qualified, exp.Cast) and t == types.from_datatype(qualified.to)):
             scale = _decimal_scale(qualified, self.schema)
             t = f"DECIMAL(38,{scale})" if scale is not None else "DOUBLE"
-        return t
+        return t  # a CAST to a DECIMAL keeps its precision (a quantile's argument, lattice/warehouse_sql.py)
 
 
 _TEXT_FUNCTIONS = (exp.Replace, exp.Left, exp.Right, exp.Pad, exp.SplitPart, exp.Trim, exp.Upper, exp.Lower,

@@ -21,6 +21,7 @@ from lattice.sql import base_select_list, duckdb_read_parquet
 from lattice.sql import ident as q
 from nightshift import expectations as ex
 from nightshift.gx_duckdb import gx_url  # registers duckdb+autocommit before GX builds engines
+from nightshift.validate.offline import make_offline
 from nightshift.validate.report import DEFAULT_KEEP_RESULTS, DOCS_HISTORY, Finding
 from runtime.lake import Lake, LakeState, parquet_columns
 from warehouse.dialects import copy_parquet
@@ -140,6 +141,7 @@ def run_suites(specs, warehouse: Warehouse, lake_db: Path, params: dict, batch: 
         # one incremental data docs build for the whole night (GX's UpdateDataDocsAction rebuilds
         # the index and copies the static assets once per suite: 14 suites took 20 s here)
         ctx.build_data_docs(site_names=["nightshift"], resource_identifiers=list(result.run_results))
+        make_offline(gx_dir / "data_docs")  # GX's pages load their CSS/JS from CDNs; warehouse hosts may be offline
         findings, count = [], 0
         for key, suite_result in result.run_results.items():
             url = _page(ctx, key)

@@ -1,0 +1,80 @@
+"""Which night runs next: the one decision behind `nightshift status`'s pending list, `nightshift run
+--pending` and the Airflow DAG's `choose_batch` task.
+
+A night is one landed change batch. It is *complete* when it is applied to the base and, if the
+ledger holds it, validated and published; a night refreshed by `nightshift run` (no validation) and
+already followed by later nights is complete too. Nights complete strictly in batch-id order, so the
+next night is the first landed batch that is not complete. Reads only the lake's folders and the
+warehouse's ledger: no Spark.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from runtime.errors import BadChangeBatch
+from runtime.lake import Lake
+from warehouse.store import Warehouse
+
+
+@dataclass(frozen=True)
+class NightChoice:
+    batch: str | None  # the night to run, or None: nothing to do
+    why: str  # for the task log and the UI: what was found
+
+
+def pending_batches(landed: Iterable[str], applied: Iterable[str]) -> list[str]:
+    """Landed batches not yet applied to the base, in apply order."""
+    done = set(applied)
+    return sorted(b for b in landed if b not in done)
+
+
+def next_night(landed: Sequence[str], applied: Sequence[str], nights: Sequence, first: str = "",
+               through: str = "") -> NightChoice:
+    """The night a run should take. `nights`: the ledger's batch rows in order (batch_id, validated_at,
+    published_at). `first`/`through`: only batches in [first, through] (either may be empty).
+
+    The newest refreshed night that is not yet validated or published comes first: a night whose
+    validation failed blocks the nights after it until it passes (rerun it, or fix the data)."""
+    def wanted(b: str) -> bool:
+        return (not first or b >= first) and (not through or b <= through)
+
+    span = f" in {first or '…'}..{through or '…'}" if first or through else ""
+    last = nights[-1] if nights else None
+    if last is not None and wanted(last.batch_id) and not (last.validated_at and last.published_at):
+        step = "validated" if not last.validated_at else "published"
+        return NightChoice(last.batch_id, f"batch {last.batch_id} is refreshed but not yet {step}")
+    for b in pending_batches(landed, applied):
+        if wanted(b):
+            return NightChoice(b, f"batch {b} is the next landed batch not yet applied")
+    return NightChoice(None, f"no landed batch{span} is waiting: every one is applied"
+                             + (" and published" if last is not None else ""))
+
+
+def night_of(batch: str, landed: Sequence[str], applied: Sequence[str], nights: Sequence) -> NightChoice:
+    """A night asked for by id (the DAG's trigger form): run it unless it is complete. A batch that has
+    not landed is an error at once, never a wait for a batch that may not come."""
+    row = next((r for r in nights if r.batch_id == batch), None)
+    complete = row is None or (row.validated_at and row.published_at) or row is not nights[-1]
+    if batch in set(applied) and complete:
+        return NightChoice(None, f"batch {batch} is already applied" + (" and published" if row and row.published_at else ""))
+    if batch not in set(landed) and row is None:
+        raise BadChangeBatch(f"batch {batch} has not landed: no folder lake/changes/<table>/batch_id={batch}; "
+                             f"write it (nightshift load or nightshift capture) and trigger the night again")
+    return NightChoice(batch, f"batch {batch} was asked for")
+
+
+def choose(project, first: str = "", through: str = "") -> NightChoice:
+    """The night a DAG run takes for `project` (a nightshift.config.Project): batch `first` alone when
+    only it is given, else the next night in [first, through]."""
+    lake = Lake(project.lake)
+    warehouse = Warehouse(project.warehouse_url, project.root)
+    try:
+        nights = [r for r in warehouse.ledger() if r.kind == "batch"]
+    finally:
+        warehouse.dispose()
+    landed, applied = lake.batch_ids(), lake.state().applied
+    if first and not through:
+        return night_of(first, landed, applied, nights)
+    return next_night(landed, applied, nights, first, through)

@@ -1,0 +1,3 @@
+-- pg_ivm outer_join.sql line 1397: create_immv('mv(a,b)', ...); the query as the peer wrote it
+CREATE VIEW mv_l1397 (a,b) AS
+SELECT a.i, b.i FROM mv_base_a a LEFT JOIN (SELECT * FROM mv_base_b) b ON a.i=b.i

@@ -1,0 +1,3 @@
+-- pg_ivm outer_join.sql line 1398: create_immv('mv(a,b)', ...); the query as the peer wrote it
+CREATE VIEW mv_l1398 (a,b) AS
+SELECT a.i, b.i FROM mv_base_a a LEFT JOIN mv_base_b b ON a.i=b.i WHERE EXISTS (SELECT 1 FROM mv_base_b b2 WHERE a.j = b.k)

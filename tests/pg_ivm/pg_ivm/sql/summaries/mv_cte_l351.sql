@@ -1,0 +1,3 @@
+-- pg_ivm pg_ivm.sql line 351: create_immv('mv_cte', ...); the query as the peer wrote it
+CREATE VIEW mv_cte_l351 AS
+WITH a AS (SELECT * FROM mv_base_a), b AS ( SELECT * FROM mv_base_b) SELECT a.i,a.j FROM a, b WHERE a.i = b.i

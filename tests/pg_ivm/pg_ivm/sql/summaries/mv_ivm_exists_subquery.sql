@@ -1,0 +1,3 @@
+-- pg_ivm pg_ivm.sql line 265: create_immv('mv_ivm_exists_subquery', ...); the query as the peer wrote it
+CREATE VIEW mv_ivm_exists_subquery AS
+SELECT a.i, a.j FROM mv_base_a a WHERE EXISTS(SELECT 1 FROM mv_base_b b WHERE a.i = b.i)

@@ -1,0 +1,3 @@
+-- pg_ivm pg_ivm.sql line 310: create_immv('mv_ivm_subquery', ...); the query as the peer wrote it
+CREATE VIEW mv_ivm_subquery_l310 AS
+SELECT a.j FROM mv_base_a a WHERE EXISTS(SELECT 1 FROM mv_base_b b WHERE a.i = b.i)
