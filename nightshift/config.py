@@ -125,8 +125,11 @@ class Project:
 
     @property
     def dialect(self) -> str:
-        """The warehouse's SQL dialect, whose semantics the views' SQL has ("duckdb" when the URL comes
-        from an Airflow connection not read yet: only a SELECT * over JOIN … USING depends on it)."""
+        """The warehouse's SQL dialect, whose semantics the views' SQL has. A warehouse named by an Airflow
+        connection ([warehouse] airflow_conn_id, URL not read yet) is PostgreSQL: the only kind such a
+        connection can name."""
+        if not self.warehouse_url and self.warehouse_conn_id:
+            return "postgres"
         return "postgres" if self.warehouse_url.split("://")[0].split("+")[0] in ("postgresql", "postgres") else "duckdb"
 
     def routes_with_sizes(self, table_rows: dict[str, int]) -> list[str]:

@@ -22,6 +22,7 @@ from lattice import emit
 from lattice.dlattice import lattice_shape
 from lattice.graph import levels, topological_order
 from lattice.ir import Edge, JoinStep, Lattice, LatticeNode, Plan
+from lattice.sql import to_dialect
 from runtime.manifest import RowsRead
 from runtime.night import NightPlan
 from runtime.options import Options
@@ -180,7 +181,9 @@ def levels_short(plan: Plan, tiers: tuple[tuple[str, ...], ...], used: set[str])
 
 
 def _key_text(k) -> str:
-    text = k.name + (f" = {k.sql}" if k.ref.is_expression else "")
+    """A group key as the user reads it: a computed key in warehouse SQL (DAYOFWEEK(d), not the
+    compiler's neutral DAY_OF_WEEK(d))."""
+    text = k.name + (f" = {to_dialect('SELECT ' + k.sql, 'duckdb')[len('SELECT '):]}" if k.ref.is_expression else "")
     return text + ("" if k.declared else " (hidden)")
 
 

@@ -47,6 +47,8 @@ SLOW_FIRST = [
     "tests/test_dags.py::test_dag_nights_reruns_order_and_window",  # 288
     "tests/test_dags.py::test_dag_keeps_every_mode",  # 248
     "tests/test_holistic.py::",  # 102 + 97
+    "tests/test_pg_ivm.py::",  # 96 views of a peer's suite, 4 project x backend runs
+    "tests/test_getting_started.py::",  # the guide's commands, each a CLI process
     "tests/test_capture.py::",  # its DAG test 98 and 30 more tests
     "tests/test_faults.py::",  # per backend: a prepared project, then 11 crash points
     "tests/test_differential.py::",  # 42-52 each

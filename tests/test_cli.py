@@ -238,7 +238,7 @@ def test_a_recompute_reason_says_what_was_measured():
     stats = Statistics.of(table_rows={"trips": 1000, "zones": 10}, change_rows={"trips": 1800, "zones": 3})
     (choice,) = choose_modes(build_lattice(plan, stats), plan, stats, True)
     assert choice.mode == "recompute", choice
-    assert "a dimension changed: 3 zones row(s)" in choice.reason and "1,800 of 1,000 trips rows changed" in choice.reason
+    assert "a dimension changed: 3 zones row(s)" in choice.reason and "1,800 change row(s) of trips against 1,000 in its base" in choice.reason
     assert "most of the base" not in choice.reason
 
 

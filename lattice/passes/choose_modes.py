@@ -70,7 +70,7 @@ def _measured(view: View, est: _Estimator, deletes: bool) -> str:
         parts.append(f"a dimension changed: {', '.join(changed_dims)}")
     (rows, basis), (changed, _) = est.table_rows(view.fact), est.change_rows(view.fact)
     sized = " (estimated)" if basis == "default" else ""
-    parts.append(f"{changed:,} of {rows:,}{sized} {view.fact} rows changed")
+    parts.append(f"{changed:,} change row(s) of {view.fact} against {rows:,}{sized} in its base")
     return "; ".join(parts)
 
 
