@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args) or 0
     except NightshiftError as e:
-        print(f"nightshift: error: {e}", file=sys.stderr)
+        print(f"nightshift: error: {render.plain(str(e))}", file=sys.stderr)
         return 1
     except InjectedCrash as e:
         print(f"nightshift: crashed: {e}", file=sys.stderr)

@@ -195,7 +195,7 @@ def warehouse_suite(view: View, rollups_: tuple[Rollup, ...] = (), ident: Ident 
                           f"CASE WHEN {n(view.stored_of('count', s.arg).column)} = 0 THEN 1 ELSE 0 END" for s in nullable)
         exps.append(_rows(view, "null_iff_count_zero", f"SELECT * FROM {BATCH} WHERE {bad}",
                           f"every SUM/MIN/MAX/holistic ({', '.join(s.column for s in nullable)}) is NULL exactly when "
-                          f"its COUNT(e) is 0 (Figure 8)"))
+                          f"its COUNT(e) is 0"))
     for o in view.outputs:
         if o.kind == "avg":
             exps.append(_rows(view, "avg_is_sum_over_count", _avg_sql(view, o, n, dialect),

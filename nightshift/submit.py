@@ -20,6 +20,7 @@ from pyspark.sql import SparkSession  # noqa: E402
 from nightshift.capture import capture  # noqa: E402
 from nightshift.config import load_project  # noqa: E402
 from nightshift.cycle import Cycle  # noqa: E402
+from nightshift.render import plain  # noqa: E402
 from runtime.errors import NightshiftError  # noqa: E402
 
 
@@ -47,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r.step} {args.batch}: " + (f"skipped ({r.skipped})" if r.skipped else f"done in {r.seconds:.2f}s"))
         return 0
     except NightshiftError as e:
-        print(f"nightshift: error: {e}", file=sys.stderr)
+        print(f"nightshift: error: {plain(str(e))}", file=sys.stderr)
         return 1
     finally:
         active = SparkSession.getActiveSession()
