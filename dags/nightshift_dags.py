@@ -96,7 +96,8 @@ DOCS = {
     "choose_batch": "Finds the night to run: the batch from the trigger form, else the next landed batch that is not "
                     "yet applied and published (a refreshed night that failed validation comes first). No batch: the "
                     "run is skipped. Fails at once when the form names a batch that has not landed. Reads only the "
-                    "lake's folders and the ledger; starts no Spark.",
+                    "lake's folders and the ledger; starts no Spark. Logs the summary view files added, changed or "
+                    "broken since nightshift apply: the night runs the applied layer without them.",
     "propagate": "Computes summary-deltas of D-lattice level {k} ({points}) with Spark, outside the window; {next}. "
                  "Fails on a bad change batch (the message names table, column and row: fix or replace the batch, "
                  "then clear this task) or a batch out of order (run the earlier night first). See {runbook}, "
@@ -207,10 +208,13 @@ def build_dag(root: Path) -> DAG:
 
         @task.short_circuit(doc_md=DOCS["choose_batch"])
         def choose_batch(**context) -> str | None:
-            from nightshift.nights import choose
+            from nightshift.nights import choose, layer_notes
 
             first, through = _range_of(context)
-            choice = choose(load_project(root), first, through)
+            project = load_project(root)
+            choice = choose(project, first, through)
+            for note in layer_notes(project, load_project):  # the night runs the applied layer
+                print(f"choose_batch: {note}")
             print(f"choose_batch: {choice.why}" + ("" if choice.batch else "; nothing to run, the run is skipped"))
             return choice.batch
 

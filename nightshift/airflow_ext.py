@@ -29,11 +29,12 @@ _LIBPQ_EXTRAS = frozenset({
 # ---------------------------------------------------------------- warehouse credentials
 
 
-def load_project(root: str | Path) -> config.Project:
+def load_project(root: str | Path, layer: str = "applied") -> config.Project:
     """nightshift.config.load_project for code running inside an Airflow task: when the project names
     [warehouse] airflow_conn_id and NIGHTSHIFT_WAREHOUSE_URL is not set, the warehouse URL comes from that
-    Airflow connection (so the password lives in Airflow's connections or secrets backend, not in the project)."""
-    project = config.load_project(root)
+    Airflow connection (so the password lives in Airflow's connections or secrets backend, not in the project).
+    Its summary layer is the applied one (a DAG task is a night step); layer="working" reads the working files."""
+    project = config.load_project(root, layer)
     url = warehouse_url_override(project.warehouse_conn_id)
     return dataclasses.replace(project, warehouse_url=url) if url else project
 

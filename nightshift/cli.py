@@ -13,9 +13,9 @@ from pathlib import Path
 
 from lattice.dlattice import build_lattice
 from lattice.passes.parse_schema import parse_schema
-from nightshift import render
+from nightshift import applied, render
 from nightshift.config import load_project
-from nightshift.errors import InjectedCrash, NightshiftError
+from nightshift.errors import InjectedCrash, NightshiftError, UnsupportedView
 from nightshift.load import landed_info, load as load_batch
 from nightshift.nights import pending_batches
 from runtime.lake import Lake
@@ -162,10 +162,12 @@ def _spark_connect(args) -> int:
     return connect.command(args)
 
 
-def _cycle(args):
+def _cycle(args, layer: str = "applied"):
+    """The project's Cycle: a night step runs the applied summary layer (what apply or materialize last built),
+    materialize and apply the working files (nightshift/applied.py)."""
     from nightshift.cycle import Cycle
 
-    return Cycle(load_project(args.project))
+    return Cycle(load_project(args.project, layer))
 
 
 def _init(args) -> int:
@@ -200,6 +202,11 @@ def _plan(args) -> int:
     project = load_project(args.project)
     if not sorted((project.root / "sql" / "summaries").glob("*.sql")):
         return _empty_plan(project)
+    rest, errors = applied.compiling(project)
+    if errors and rest is not None:
+        print("without the view files that do not compile, against the warehouse:\n"
+              + "\n".join(_layer_lines(rest, explain=False)))
+    _refuse(project, rest, errors, "not applied")
     plan = project.plan
     night, actual, preview = _night_of(project, args.batch)
     lattice = night.lattice if night and night.lattice else build_lattice(plan)
@@ -221,6 +228,16 @@ def _plan(args) -> int:
     print(f"wrote {', '.join(str(f) for f in files)}" + ("" if args.explain else
                                                         "; nightshift plan --explain shows every detail"))
     return 0
+
+
+def _refuse(project, rest, errors: list[str], what: str) -> None:
+    """Every refusal of the project's working files at once (applied.compiling), naming each file; the nights
+    keep running the applied layer meanwhile."""
+    if len(errors) == 1 and rest is None:  # not a view file (sql/schema.sql, nightshift.toml): the error as it is
+        _ = project.plan  # raises it again
+    if errors:
+        raise UnsupportedView("\n".join(errors) + f"\n{what}: the nights keep running the applied summary layer; "
+                              f"fix the view file(s) above, then nightshift plan and nightshift apply")
 
 
 def _plan_short(project, lattice, night: NightPlan | None, preview: bool) -> None:
@@ -306,7 +323,11 @@ def _preview(project, lake: Lake, batch: str) -> NightPlan:
 
 
 def _apply(args) -> int:
-    r = _cycle(args).apply()
+    from nightshift.cycle import Cycle
+
+    project = load_project(args.project)
+    _refuse(project, *applied.compiling(project), "nothing applied")
+    r = Cycle(project).apply()
     if r.skipped:
         print(f"apply: skipped ({r.skipped})")
         return 0
@@ -346,7 +367,7 @@ def _duckdb_file_exists(url: str) -> bool:
 
 
 def _materialize(args) -> int:
-    r = _cycle(args).materialize()
+    r = _cycle(args, "working").materialize()
     print(f"materialized {len(r.details)} summary table(s) at base state {r.batch or '(empty)'} in {r.seconds:.1f}s")
     return 0
 
@@ -413,7 +434,7 @@ def _capture(args) -> int:
     from nightshift.capture import capture, chosen_sources
     from nightshift.cycle import stderr_progress
 
-    project = load_project(args.project)
+    project = load_project(args.project, "applied")  # the batch feeds the applied layer's nights
     sources = chosen_sources(project, args.table, args.snapshot, args.cdc, args.append, args.since_column)
     r = capture(project, args.batch, sources, progress=stderr_progress, ds=args.ds)
     if r.skipped:
@@ -457,7 +478,7 @@ def _validate(args) -> int:
     from nightshift.cycle import stderr_progress
     from nightshift.validate import validate_batch  # deferred: Great Expectations takes seconds to import
 
-    report = validate_batch(load_project(args.project), args.batch, args.sample, progress=stderr_progress)
+    report = validate_batch(load_project(args.project, "applied"), args.batch, args.sample, progress=stderr_progress)
     for w in report.warnings:
         print(f"warning: {w}", file=sys.stderr)
     print(f"validated batch {args.batch}: {report.expectations} expectations, no critical failure, "
@@ -480,9 +501,12 @@ def _status(args) -> int:
         done = layer.stats.get("_ns_apply") or {}
         print(f"summary layer changed by nightshift apply at {layer.position or '(empty)'}: "
               + "; ".join(f"{k} {', '.join(v)}" for k, v in done.items() if v))
-    if ledger and ledger[-1].plan != cycle.plan.fingerprint:
+    if ledger and ledger[-1].plan != cycle.plan.fingerprint and cycle.project.snapshot is not None:
+        # the applied layer's snapshot is not what the ledger holds (the nights refuse to run until apply)
         print(f"summary layer: {cycle.warehouse.layer_diff(cycle.plan, ledger).summary()} since it was built; "
               f"run nightshift apply (nightshift plan shows how)")
+    for line in applied.unapplied(lambda: load_project(args.project), cycle.warehouse, ledger):  # never fails on a view file
+        print(line)
     last = next((r for r in reversed(ledger) if r.kind == "batch"), None)
     if last:  # how each summary table was refreshed (paper 001, 4.3)
         print(f"last refresh ({last.batch_id}): validated {last.validated_at or 'no'}; published {last.published_at or 'no'}")

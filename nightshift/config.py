@@ -16,6 +16,7 @@ import duckdb
 from lattice import compile_project
 from lattice.ir import FunctionalDependency, Plan, UserAggregate
 from lattice.sql import ident, to_dialect
+from nightshift import applied
 from runtime.errors import ConfigError, UnsupportedView
 from runtime.options import Options
 from warehouse.store import mask
@@ -82,6 +83,9 @@ class Project:
     # [statistics] pos = 10000000, items = { rows = 1000, category = 10 }: as ("pos", rows), ("items.category", distinct)
     statistics: tuple[tuple[str, int], ...] = ()
     spark_remote: str = ""  # [spark] remote (NIGHTSHIFT_SPARK_REMOTE): a Spark Connect server's sc:// URL; "" = Spark in-process
+    # load_project(layer="applied"): the applied layer's snapshot the plan compiles from (nightshift/applied.py);
+    # None: the working files (sql/, the layer's sections of nightshift.toml)
+    snapshot: applied.Snapshot | None = None
 
     @cached_property
     def partitions(self) -> dict[str, str]:
@@ -113,15 +117,30 @@ class Project:
         return plan
 
     def _compile(self, statistics: tuple[tuple[str, int], ...]) -> Plan:
+        files = dict(self.layer_files)
+        return compile_project(files.pop("sql/schema.sql"), files, self.dependencies, "sql/schema.sql", self.maintain,
+                               self.aggregates, statistics, dialect=self.dialect)
+
+    @cached_property
+    def layer_files(self) -> dict[str, str]:
+        """The SQL the plan compiles from, read once ("sql/schema.sql" and "sql/summaries/<file>.sql" -> text):
+        the applied layer's snapshot, or the working files (what nightshift apply snapshots once it built them)."""
+        if self.snapshot is not None:
+            return self.snapshot.files
         schema_file = self.root / "sql" / "schema.sql"
         if not schema_file.is_file():
             raise ConfigError(f"{schema_file}: missing (a project needs sql/schema.sql)")
         summaries = sorted((self.root / "sql" / "summaries").glob("*.sql"))
         if not summaries:
             raise ConfigError(f"{self.root / 'sql' / 'summaries'}: no summary views (*.sql) found")
-        files = {str(p.relative_to(self.root)): p.read_text() for p in summaries}
-        return compile_project(schema_file.read_text(), files, self.dependencies, "sql/schema.sql", self.maintain,
-                               self.aggregates, statistics, dialect=self.dialect)
+        return {"sql/schema.sql": schema_file.read_text(), **{str(p.relative_to(self.root)): p.read_text() for p in summaries}}
+
+    @property
+    def layer_sections(self) -> dict[str, dict]:
+        """The nightshift.toml sections the plan compiles from (applied.LAYER_SECTIONS), as this project read them."""
+        if self.snapshot is not None:
+            return self.snapshot.sections
+        return {k: self.settings[k] for k in applied.LAYER_SECTIONS if k in self.settings}
 
     @property
     def dialect(self) -> str:
@@ -151,7 +170,14 @@ class Project:
         return out
 
 
-def load_project(root: str | Path) -> Project:
+def load_project(root: str | Path, layer: str = "working") -> Project:
+    """The project at `root`. layer="working": its summary layer as its files hold it now (plan, apply,
+    materialize); layer="applied": as nightshift apply (or materialize) last built it, from its snapshot
+    (nightshift/applied.py; the working files while it has none), which every night step runs. The live
+    settings ([lake], [warehouse], [spark], [window], [refresh], [validate], [capture]) always come from the
+    working nightshift.toml."""
+    if layer not in ("working", "applied"):
+        raise ValueError(f"load_project: layer must be 'working' or 'applied', not {layer!r}")
     root = Path(root).resolve()
     toml_file = root / "nightshift.toml"
     if not toml_file.is_file():
@@ -173,6 +199,9 @@ def load_project(root: str | Path) -> Project:
         raise ConfigError(f"{toml_file}: [warehouse] url {mask(url)!r} is not a SQLAlchemy URL (e.g. duckdb:///warehouse.duckdb, "
                           f"postgresql+psycopg://user@host/db); libpq keyword strings (host=... password=...) are not URLs")
     window = data.get("window", {})
+    snapshot = applied.read(root) if layer == "applied" else None
+    defining = snapshot.sections if snapshot is not None else data  # the sections the plan compiles from
+    where = root / applied.SNAPSHOT if snapshot is not None else toml_file
     return Project(
         root=root,
         lake=lake if lake.is_absolute() else root / lake,
@@ -183,15 +212,16 @@ def load_project(root: str | Path) -> Project:
             closes=str(window.get("closes", "05:00")),
             timezone=str(window.get("timezone", "UTC")),
         ),
-        dependencies=_dependencies(data.get("dependencies", {}), toml_file),
+        dependencies=_dependencies(defining.get("dependencies", {}), where),
         settings=data,
         warehouse_conn_id=conn_id,
         options=Options.read(os.environ, _names(data.get("refresh", {}), "new_keys", toml_file)),
-        maintain=_maintain(data.get("views", {}), toml_file),
-        aggregates=_aggregates(data.get("aggregates", {}), toml_file),
+        maintain=_maintain(defining.get("views", {}), where),
+        aggregates=_aggregates(defining.get("aggregates", {}), where),
         partition_by=_partition_by(data.get("lake", {}).get("partition_by", {}), toml_file),
-        statistics=_statistics(data.get("statistics", {}), toml_file),
+        statistics=_statistics(defining.get("statistics", {}), where),
         spark_remote=_remote(data, toml_file),
+        snapshot=snapshot,
     )
 
 

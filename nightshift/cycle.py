@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Callable
 
-from nightshift import render
+from nightshift import applied, render
 from nightshift.config import Project
 from lattice.layer import built_parents, changed_message
 from runtime.errors import BatchOrderError, ConfigError, PlanChanged, WarehouseError
@@ -138,6 +138,7 @@ class Cycle:
                 raise PlanChanged(changed_message(self.warehouse.layer_diff(self.plan, ledger), ledger[-1].plan,
                                                   self.plan.fingerprint))
             self._finish_apply(ledger)
+            self._applied()  # a layer built before nightshift kept its snapshot gets it now
             return
         state = self.lake.state()
         if state.applied:
@@ -146,6 +147,13 @@ class Cycle:
                 f"(through batch {state.last}); run nightshift materialize first"
             )
         self.warehouse.materialize(self.plan, {v.name: self.lake.root / "_none" for v in self.plan.views}, "", {"empty": True})
+        self._applied()
+
+    def _applied(self) -> None:
+        """Snapshot the layer the ledger now holds (this cycle's plan): the nights run it (nightshift/applied.py)."""
+        if self.project.plan.fingerprint == self.plan.fingerprint and applied.write(self.project):
+            self.progress(f"the applied summary layer is now plan {self.plan.fingerprint} "
+                          f"({applied.SNAPSHOT.as_posix()})")
 
     # ---------------------------------------------------------------- steps
     def propagate(self, batch: str, level: int | None = None) -> StepResult:
@@ -288,6 +296,7 @@ class Cycle:
         out = self.lake.root / "materialized"
         views = materialize(self.spark, self.plan, self.lake, state, out, self.progress)
         self.warehouse.materialize(self.plan, {v.name: out / v.name for v in self.plan.views}, state.last or "", views)
+        self._applied()
         return StepResult("materialize", state.last, seconds=time.perf_counter() - t0, details=views)
 
     def apply(self) -> StepResult:
@@ -310,6 +319,7 @@ class Cycle:
         change = self.warehouse.layer_diff(self.plan, ledger)
         if ledger[-1].plan == self.plan.fingerprint:
             self._finish_apply(ledger)
+            self._applied()
             return StepResult("apply", state.last, skipped="the summary tables already match the plan", details=change)
         for line in change.lines():
             self.progress(f"apply: {line}")
@@ -337,6 +347,7 @@ class Cycle:
         self.warehouse.apply_layer(self.plan, change, {v: out / v for v in views}, state.last or "", stats, self.progress)
         checkpoint("apply:before_copies")
         switch_layer_copies(self.plan, self.lake, copies)
+        self._applied()
         shutil.rmtree(out, ignore_errors=True)
         return StepResult("apply", state.last, seconds=time.perf_counter() - t0, details=change)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from nightshift.applied import unapplied
 from runtime.errors import BadChangeBatch
 from runtime.lake import Lake
 from warehouse.store import Warehouse
@@ -78,3 +79,15 @@ def choose(project, first: str = "", through: str = "") -> NightChoice:
     if first and not through:
         return night_of(first, landed, applied, nights)
     return next_night(landed, applied, nights, first, through)
+
+
+def layer_notes(project, load) -> list[str]:
+    """What the DAG's choose_batch logs about the working files of `project` (the night's Project; `load`:
+    its load_project, called with layer="working"): views added, changed or dropped, or view files that do not
+    compile, since nightshift apply last built the layer. Only a note: the night runs the applied layer
+    (nightshift/applied.py)."""
+    warehouse = Warehouse(project.warehouse_url, project.root)
+    try:
+        return unapplied(lambda: load(project.root, layer="working"), warehouse, warehouse.ledger())
+    finally:
+        warehouse.dispose()

@@ -4,7 +4,9 @@ The DAG processor parses dags/ every few seconds; compiling the views (sqlglot) 
 each time would be wasted work. The cache file <project>/.nightshift/plan-cache.json holds the
 inputs' hash (nightshift.toml, sql/schema.sql, sql/summaries/*.sql and the compiler's own source)
 and the summary; a parse with the same hash reads it back, any edit recompiles. No Spark, no
-database, no lake: only the project's text files. An unwritable project folder only costs the cache.
+database, no lake: only the project's text files. The plan is the applied layer's (nightshift/applied.py: the
+nights run it), so a view file added or broken since nightshift apply changes no task and breaks no parse; the
+hash covers the applied layer's snapshot too. An unwritable project folder only costs the cache.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 
 from lattice.dlattice import lattice_shape
 from lattice.graph import levels
+from nightshift.applied import SNAPSHOT
 from nightshift.config import load_project
 
 CACHE = Path(".nightshift") / "plan-cache.json"
@@ -24,7 +27,8 @@ _COMPILER = Path(__file__).resolve().parent.parent / "lattice"
 
 def inputs_hash(root: Path) -> str:
     h = hashlib.sha256()
-    files = [root / "nightshift.toml", root / "sql" / "schema.sql", *sorted((root / "sql" / "summaries").glob("*.sql"))]
+    files = [root / "nightshift.toml", root / SNAPSHOT, root / "sql" / "schema.sql",
+             *sorted((root / "sql" / "summaries").glob("*.sql"))]
     files += sorted(_COMPILER.rglob("*.py"))
     for f in files:
         h.update(str(f.relative_to(root) if f.is_relative_to(root) else f.relative_to(_COMPILER)).encode() + b"\0")
@@ -45,7 +49,7 @@ def plan_summary(root: str | Path) -> dict:
             return {**saved, "cached": True}
     except (OSError, ValueError):
         pass
-    plan = load_project(root).plan
+    plan = load_project(root, "applied").plan
     summary = {
         "hash": digest,
         "fingerprint": plan.fingerprint,

@@ -39,11 +39,11 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         if args.step == "capture":  # no warehouse: the sources and the lake only
-            c = capture(load_project(args.project), args.batch, spark_factory=session, progress=print)
+            c = capture(load_project(args.project, "applied"), args.batch, spark_factory=session, progress=print)
             print(f"capture {args.batch}: " + (f"skipped ({c.skipped})" if c.skipped else
                   ", ".join(f"{r.table} +{r.inserted} -{r.deleted}" for r in c.records) + f" in {c.seconds:.2f}s"))
             return 0
-        cycle = Cycle(load_project(args.project), spark_factory=session)
+        cycle = Cycle(load_project(args.project, "applied"), spark_factory=session)  # nights run the applied layer
         r = cycle.propagate(args.batch, args.level) if args.step == "propagate" else cycle.apply_base(args.batch)
         print(f"{r.step} {args.batch}: " + (f"skipped ({r.skipped})" if r.skipped else f"done in {r.seconds:.2f}s"))
         return 0

@@ -317,12 +317,12 @@ def test_status_names_an_unapplied_change_and_the_last_apply(tmp_path, spark, qu
     cycle.close()
     (root / "sql" / "summaries" / "monthly.sql").write_text(MONTHLY)
     assert main(["status", "--project", str(root)]) == 0
-    assert "summary layer: added monthly since it was built; run nightshift apply" in capsys.readouterr().out
+    assert "summary layer: added monthly not yet applied (nightshift apply)" in capsys.readouterr().out
     Cycle(load_project(root), spark=spark, progress=quiet).apply()
     assert main(["status", "--project", str(root)]) == 0
     out = capsys.readouterr().out
     assert "summary layer changed by nightshift apply at b0000: added monthly" in out, out
-    assert "since it was built" not in out
+    assert "not yet applied" not in out
 
 
 def _compile(views: dict[str, str], schema_sql: str | None = None, maintain=()):

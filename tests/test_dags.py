@@ -332,7 +332,8 @@ def test_dag_keeps_every_mode_through_an_airflow_connection_and_stops_at_an_unap
     the nested view in a later propagate task than the view it reads. Refresh and validate (in the task)
     and propagate and apply-base (spark-submit children, through NIGHTSHIFT_WAREHOUSE_URL) all use the
     connection; its password shows up in no log, no output and no rendered template field. Then a view
-    file is added: the next night's first propagate step fails naming the view and `nightshift apply`."""
+    file is added and a broken one too: the next night's first propagate step runs the applied layer, the
+    DAG's plan leaves both out, and `nightshift status` names them."""
     url = pg_schemas("airflow_conn")  # what the connection below must come to
     schema = unquote(url.split("search_path%3D")[1])
     project = tmp_path / "retail"
@@ -372,12 +373,19 @@ def test_dag_keeps_every_mode_through_an_airflow_connection_and_stops_at_an_unap
     assert all(row.published_at for row in cycle.warehouse.ledger() if row.kind == "batch")
     cycle.close()
 
-    # an unapplied change stops the next night before propagate (the DAG's first propagate task runs this
-    # same step; tests/test_apply.py covers apply itself)
+    # an unapplied change never stops the next night: it runs the applied layer (the DAG's first propagate
+    # task runs this same step; tests/test_applied_layer.py and tests/test_apply.py cover apply itself)
     (project / "sql" / "summaries" / "yearly.sql").write_text(
         "CREATE VIEW yearly AS SELECT CAST(EXTRACT(year FROM date) AS INT) AS y, SUM(qty) AS q FROM pos "
         "GROUP BY CAST(EXTRACT(year FROM date) AS INT)\n")
-    r = subprocess.run([str(Path(sys.executable).parent / "nightshift"), "propagate", "--project", str(project), "--batch", b[2],
-                        "--level", "0"], capture_output=True, text=True,
-                       env=dict(os.environ, PYTHONPATH=str(ROOT), NIGHTSHIFT_WAREHOUSE_URL=url))
-    assert r.returncode == 1 and "added yearly; nightshift plan shows how; run nightshift apply" in r.stderr, r.stderr
+    (project / "sql" / "summaries" / "broken.sql").write_text("CREATE VIEW broken AS SELECT nope FROM pos\n")
+    summary = plan_summary(project)  # the DAG's parse: the applied layer, not broken by the working files
+    assert "yearly" not in summary["views"] and "broken" not in summary["views"] and "SID_sales" in summary["views"]
+    nightshift = str(Path(sys.executable).parent / "nightshift")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), NIGHTSHIFT_WAREHOUSE_URL=url)
+    r = subprocess.run([nightshift, "propagate", "--project", str(project), "--batch", b[2], "--level", "0"],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 0 and f"propagate --level 0 {b[2]}: done" in r.stdout, r.stdout + r.stderr
+    r = subprocess.run([nightshift, "status", "--project", str(project)], capture_output=True, text=True, env=env)
+    assert r.returncode == 0 and "added yearly not yet applied (nightshift apply)" in r.stdout, r.stdout + r.stderr
+    assert "sql/summaries/broken.sql" in r.stdout and "does not compile" in r.stdout, r.stdout
