@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from runtime.errors import ConfigError
+from runtime.errors import ConfigError, NightshiftError
 from nightshift import config
 
 WAREHOUSE_URL_ENV = "NIGHTSHIFT_WAREHOUSE_URL"  # nightshift.config lets it override [warehouse] url
@@ -83,7 +83,9 @@ def connection_url(conn) -> str:
 
 class NightshiftSparkSubmit(SparkSubmitOperator):
     """SparkSubmitOperator for nightshift/submit.py that hands the child the warehouse URL of Airflow
-    connection `warehouse_conn_id` in NIGHTSHIFT_WAREHOUSE_URL.
+    connection `warehouse_conn_id` in NIGHTSHIFT_WAREHOUSE_URL. A step whose output is complete ends at
+    once; with [spark] remote (a warm Spark Connect server) the step runs in the task's own process,
+    without spark-submit.
 
     The URL is resolved in execute(), after Airflow rendered and stored the template fields, so the
     rendered-template view never holds it; env_vars is restored afterwards. With a local or client-mode
@@ -97,27 +99,42 @@ class NightshiftSparkSubmit(SparkSubmitOperator):
         super().__init__(**kwargs)
         self.warehouse_conn_id = warehouse_conn_id
 
-    def finished(self) -> str | None:
-        """Why the step this task submits has nothing left to do (nightshift.cycle.Cycle.finished: the lake
-        and the ledger say its output for this batch is complete), so the task ends at once without
-        starting Spark; None when it must run."""
+    def _step(self) -> tuple[str, str, str, int | None]:
+        """(step, project folder, batch, level) of the rendered application_args."""
         args = [str(a) for a in self.application_args or ()]
-        if not args or args[0] not in ("propagate", "apply-base"):
+        value = lambda flag: args[args.index(flag) + 1] if flag in args else None  # noqa: E731
+        level = value("--level")
+        return args[0], value("--project"), value("--batch"), int(level) if level is not None else None
+
+    def finished(self, project: config.Project, step: str, batch: str, level: int | None) -> str | None:
+        """Why the step has nothing left to do (nightshift.cycle.Cycle.finished: the lake and the ledger say
+        its output for this batch is complete), so the task ends at once without starting Spark; None
+        when it must run."""
+        if step not in ("propagate", "apply-base"):
             return None
         from nightshift.cycle import Cycle
 
-        value = lambda flag: args[args.index(flag) + 1] if flag in args else None  # noqa: E731
-        level = value("--level")
-        cycle = Cycle(load_project(value("--project")), progress=print)
+        cycle = Cycle(project, progress=print)
         try:
-            return cycle.finished(args[0], value("--batch"), int(level) if level is not None else None)
+            return cycle.finished(step, batch, level)
         finally:
             cycle.close()
 
     def execute(self, context):
-        done = self.finished()
+        step, root, batch, level = self._step()
+        project = load_project(root)  # the applied layer; the warehouse URL from the Airflow connection
+        done = self.finished(project, step, batch, level)
         if done:
-            print(f"{' '.join(str(a) for a in self.application_args[:1])}: skipped ({done}); no Spark job started")
+            print(f"{step}: skipped ({done}); no Spark job started")
+            return None
+        if project.spark_remote:  # a warm Spark Connect server: run the step here, no spark-submit
+            from nightshift.render import plain
+            from nightshift.submit import run_step
+
+            try:
+                print(run_step(project, step, batch, level))
+            except NightshiftError as e:
+                raise RuntimeError(plain(str(e))) from None
             return None
         url = warehouse_url_override(self.warehouse_conn_id)
         if url is None:

@@ -24,6 +24,24 @@ from nightshift.render import plain  # noqa: E402
 from runtime.errors import NightshiftError  # noqa: E402
 
 
+def run_step(project, step: str, batch: str, level: int | None = None, spark_factory=None) -> str:
+    """One step of a DAG night for `project` (loaded with the applied layer): propagate (one level, or
+    all), apply-base or capture; returns the line the task prints. spark_factory: spark-submit's own
+    session; None: the project's Spark ([spark] remote: the warm Spark Connect server, so the DAG task
+    runs the step in its own process and no Spark starts)."""
+    if step == "capture":  # no warehouse: the sources and the lake only
+        c = capture(project, batch, spark_factory=spark_factory, progress=print)
+        return f"capture {batch}: " + (f"skipped ({c.skipped})" if c.skipped else
+                                       ", ".join(f"{r.table} +{r.inserted} -{r.deleted}" for r in c.records)
+                                       + f" in {c.seconds:.2f}s")
+    cycle = Cycle(project, spark_factory=spark_factory)
+    try:
+        r = cycle.propagate(batch, level) if step == "propagate" else cycle.apply_base(batch)
+    finally:
+        cycle.close()
+    return f"{r.step} {batch}: " + (f"skipped ({r.skipped})" if r.skipped else f"done in {r.seconds:.2f}s")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="submit.py")
     p.add_argument("step", choices=["propagate", "apply-base", "capture"])
@@ -37,15 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     def session() -> SparkSession:  # spark-submit's master and conf; started only when a step has work
         return SparkSession.builder.appName(f"nightshift:{args.step}:{args.batch}").getOrCreate()
 
-    try:
-        if args.step == "capture":  # no warehouse: the sources and the lake only
-            c = capture(load_project(args.project, "applied"), args.batch, spark_factory=session, progress=print)
-            print(f"capture {args.batch}: " + (f"skipped ({c.skipped})" if c.skipped else
-                  ", ".join(f"{r.table} +{r.inserted} -{r.deleted}" for r in c.records) + f" in {c.seconds:.2f}s"))
-            return 0
-        cycle = Cycle(load_project(args.project, "applied"), spark_factory=session)  # nights run the applied layer
-        r = cycle.propagate(args.batch, args.level) if args.step == "propagate" else cycle.apply_base(args.batch)
-        print(f"{r.step} {args.batch}: " + (f"skipped ({r.skipped})" if r.skipped else f"done in {r.seconds:.2f}s"))
+    try:  # nights run the applied layer
+        print(run_step(load_project(args.project, "applied"), args.step, args.batch, args.level, session))
         return 0
     except NightshiftError as e:
         print(f"nightshift: error: {plain(str(e))}", file=sys.stderr)

@@ -1,0 +1,183 @@
+"""Spark kept warm between commands: a real Spark Connect server started by `nightshift spark-connect start`,
+nights run through the command line with [spark] remote (NIGHTSHIFT_SPARK_REMOTE) pointing at it, and every
+summary table equal to its recomputation afterwards.
+
+Every command runs in a subprocess, as a user or an Airflow task runs it: a process that opened a Spark
+Connect session stays in Spark Connect mode, and this test process keeps its local session for other tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from nightshift.config import load_project
+from nightshift.cycle import Cycle
+from nightshift.example import init_project
+from nightshift.oracle import check_all
+
+from spark_jobs.metrics import ScanRows, _has_ended, _read_log
+
+slow = pytest.mark.slow  # the tests with a server; the event log reader's test needs none
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def nightshift(*args: str, remote: str | None = None, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:
+    environment = {**os.environ, "PYTHONPATH": str(ROOT), **env}
+    environment.pop("NIGHTSHIFT_SPARK_REMOTE", None)
+    if remote is not None:
+        environment["NIGHTSHIFT_SPARK_REMOTE"] = remote
+    return subprocess.run([sys.executable, "-m", "nightshift.cli", *args], capture_output=True, text=True,
+                          env=environment, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A Spark Connect server on a free port for the module (a long-lived JVM: full JIT, a small heap)."""
+    folder = tmp_path_factory.mktemp("connect") / ".spark-connect"
+    env = {"NIGHTSHIFT_DRIVER_MEMORY": "1g", "SPARK_SUBMIT_OPTS": ""}
+    r = nightshift("spark-connect", "start", "--port", "0", "--dir", str(folder), **env)
+    assert r.returncode == 0, r.stderr + r.stdout
+    url = r.stdout.strip().splitlines()[-1]
+    assert url.startswith("sc://127.0.0.1:") and "started" in r.stdout
+    yield {"url": url, "dir": folder, "env": env}
+    nightshift("spark-connect", "stop", "--dir", str(folder))
+
+
+@slow
+def test_start_and_status_answer_for_the_running_server(server):
+    again = nightshift("spark-connect", "start", "--port", "0", "--dir", str(server["dir"]), **server["env"])
+    assert again.returncode == 0, again.stderr
+    assert "already running at " + server["url"] in again.stdout and again.stdout.strip().endswith(server["url"])
+    status = nightshift("spark-connect", "status", "--dir", str(server["dir"]))
+    assert status.returncode == 0 and f"running at {server['url']}" in status.stdout
+    state = json.loads((server["dir"] / "server.json").read_text())
+    cmdline = Path(f"/proc/{state['pid']}/cmdline").read_bytes().decode()
+    assert "spark_jobs/log4j2.properties" in cmdline and "spark.sql.session.timeZone=UTC" in cmdline  # get_spark's
+
+
+@slow
+def test_nights_over_spark_connect_equal_recomputation(server, tmp_path):
+    """The retail example's first load and two nights, a new view built by apply, and verify --engine spark,
+    all through the server: no command starts Spark of its own, every summary table equals recomputation, and
+    the manifests still say what propagate read (from the server's event log)."""
+    project = tmp_path / "retail"
+    batches = init_project(project, "retail", rows=2000, nights=2)
+    for batch in batches:
+        r = nightshift("run", "--project", str(project), "--batch", batch, remote=server["url"])
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert f"connecting to Spark ({server['url']})" in r.stderr and "starting Spark" not in r.stderr
+    (project / "sql" / "summaries" / "item_median.sql").write_text(
+        "CREATE VIEW item_median AS SELECT itemID, MEDIAN(qty) AS med_qty, COUNT(DISTINCT storeID) AS stores "
+        "FROM pos GROUP BY itemID")
+    r = nightshift("apply", "--project", str(project), remote=server["url"])
+    assert r.returncode == 0 and "added item_median" in r.stdout, r.stderr[-3000:]
+    r = nightshift("verify", "--project", str(project), "--engine", "spark", remote=server["url"])
+    assert r.returncode == 0 and "equal their recomputation" in r.stdout, r.stderr[-3000:] + r.stdout
+    assert "starting Spark" not in r.stderr
+
+    cycle = Cycle(load_project(project), progress=lambda _: None)
+    try:
+        assert [cycle.status(b) for b in batches] == ["done"] * len(batches)
+        assert check_all(cycle.plan, cycle.lake, cycle.warehouse.read_view) == []
+        for batch in batches:
+            manifest = cycle.lake.read_manifest(batch)
+            changes = sum(pq.ParquetFile(f).metadata.num_rows
+                          for f in (project / "lake" / "changes" / "pos" / f"batch_id={batch}").glob("*.parquet"))
+            read = manifest.read("changes", "pos")
+            assert manifest.rows_read is not None and read.scans >= 1 and read.rows == changes * read.scans, \
+                (batch, manifest.rows_read)
+        assert cycle.lake.read_manifest(batches[0]).read("base", "pos").rows == 0  # the first load: no base yet
+    finally:
+        cycle.close()
+
+
+@slow
+def test_each_session_keeps_its_own_views_and_settings(server, tmp_path):
+    """Two sessions of one server (two commands at once): one's temporary views and settings are not the
+    other's; the settings that decide results are nightshift's in both."""
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(ROOT)!r})
+        from pyspark.sql import SparkSession
+        from spark_jobs.session import get_spark
+        first = get_spark(remote={server['url']!r})
+        first.range(3).createOrReplaceTempView("mine")
+        first.conf.set("spark.sql.shuffle.partitions", "7")
+        second = SparkSession.builder.remote({server['url']!r}).create()
+        assert first.table("mine").count() == 3
+        assert not second.catalog.tableExists("mine"), "a temporary view leaked into another session"
+        assert second.conf.get("spark.sql.shuffle.partitions") != "7"
+        assert first.conf.get("spark.sql.session.timeZone") == "UTC"
+        second.stop()
+        print("isolated")
+    """)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0 and "isolated" in r.stdout, r.stderr[-3000:]
+
+
+@slow
+def test_a_remote_that_does_not_answer_or_is_no_url_is_refused(tmp_path):
+    project = tmp_path / "p"
+    batches = init_project(project, "retail", rows=200, nights=0)
+    r = nightshift("run", "--project", str(project), "--batch", batches[0], remote="sc://127.0.0.1:1", timeout=60)
+    assert r.returncode == 1 and "the Spark Connect server at sc://127.0.0.1:1 does not answer" in r.stderr, r.stderr
+    assert "nightshift spark-connect start" in r.stderr
+    r = nightshift("run", "--project", str(project), "--batch", batches[0], remote="http://127.0.0.1:15002", timeout=60)
+    assert r.returncode == 1 and "is not a Spark Connect URL" in r.stderr, r.stderr
+
+
+@slow
+def test_stop_ends_the_server_and_stopping_again_says_so(server):
+    state = json.loads((server["dir"] / "server.json").read_text())
+    r = nightshift("spark-connect", "stop", "--dir", str(server["dir"]))
+    assert r.returncode == 0 and f"stopped {server['url']}" in r.stdout, r.stderr
+    assert not Path(f"/proc/{state['pid']}").exists() or "SparkConnectServer" not in \
+        Path(f"/proc/{state['pid']}/cmdline").read_bytes().decode(errors="replace")
+    again = nightshift("spark-connect", "stop", "--dir", str(server["dir"]))
+    assert again.returncode == 0 and "not running" in again.stdout
+    status = nightshift("spark-connect", "status", "--dir", str(server["dir"]))
+    assert status.returncode == 3 and "not running" in status.stdout
+
+
+def _event(kind: str, **fields) -> str:
+    names = {"start": "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart",
+             "end": "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd", "task": "SparkListenerTaskEnd"}
+    return json.dumps({"Event": names[kind], **fields}, separators=(",", ":")) + "\n"
+
+
+def _scan(execution: int, tag: str, accumulator: int, path: str) -> str:
+    plan = {"nodeName": "Scan parquet", "metadata": {"Location": f"InMemoryFileIndex(1 paths)[{path}]"},
+            "metrics": [{"name": "number of output rows", "accumulatorId": accumulator}], "children": []}
+    return _event("start", executionId=execution, jobTags=[f"SparkConnect_SessionTag_User__Session_s_Tag_{tag}"],
+                  sparkPlanInfo=plan)
+
+
+def _task(accumulator: int, rows: int) -> str:
+    return _event("task", **{"Task Info": {"Accumulables": [{"ID": accumulator, "Update": rows}]}})
+
+
+def test_the_server_log_is_read_from_where_the_step_began_across_rolled_files(tmp_path):
+    """A Spark Connect step's scans, from the server's event log: only the executions tagged for the step, only
+    from the byte where the log stood when it began (a line cut there belongs to an earlier event), across the
+    files the log rolled over to, without a last line still being written; and the marker's end is seen."""
+    ours = lambda start: any(t.endswith("_Tag_step") for t in start.get("jobTags", ()))  # noqa: E731
+    first, second = tmp_path / "events_1_app", tmp_path / "events_2_app"
+    before = _scan(1, "step", 11, "file:/lake/base/pos") + _task(11, 1000)  # tagged alike, but before the step
+    first.write_text(before + _scan(2, "other", 12, "file:/lake/changes/pos") + _scan(3, "step", 13, "file:/lake/changes/pos")
+                     + _task(12, 50) + _task(13, 7))
+    second.write_text(_task(13, 3) + _event("end", executionId=3) + _scan(4, "step-end", 14, "x")
+                      + _event("end", executionId=4) + _task(13, 100)[:-5])
+    begins = len(before) - 10  # inside the last line written before the step: that line is not the step's
+    segments = [(first, begins), (second, 0)]
+    assert _read_log(segments, ours) == (ScanRows(("file:/lake/changes/pos",), 10),)
+    assert _has_ended(segments, "step-end") and not _has_ended([(first, begins)], "step-end")
+    assert _read_log([(first, len(before))], ours) == (ScanRows(("file:/lake/changes/pos",), 7),)
