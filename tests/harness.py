@@ -143,6 +143,21 @@ def run_nights(cycle, root: Path, gen: "BatchGenerator", model: "Model", nights:
         model.apply(changes)
 
 
+def nights_equal_recomputation(cycle, root: Path, views: dict[str, str], seed: int, where: str = "",
+                               nights: int = 2) -> None:
+    """The initial load and `nights` random nights (batches b0000, ...) through the whole cycle, the served
+    views checked against the model's recomputation after each."""
+    model = Model()
+    gen = BatchGenerator(seed, model)
+    for n in range(nights + 1):
+        batch = f"b{n:04d}"
+        changes = gen.initial() if n == 0 else gen.night()
+        write_changes(root, batch, changes)
+        cycle.run(batch)
+        model.apply(changes)
+        check_served(cycle, model, views, f"{where}batch {batch}")
+
+
 def check_served(cycle, model: "Model", views: dict[str, str], where: str) -> None:
     """Every view the warehouse serves equals the model's recomputation of `views` (name -> SQL) from scratch."""
     from nightshift.oracle import bag

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness import SCHEMA_SQL, BatchGenerator, Model, check_served, make_project, write_changes
+from harness import SCHEMA_SQL, make_project, nights_equal_recomputation
 from lattice import emit
 from lattice.compile import compile_project
 from lattice.errors import UnsupportedView
@@ -40,15 +40,7 @@ def test_views_over_views_bind_their_declared_column_names():
 def test_views_over_views_by_declared_names_through_the_nights(tmp_path, spark, quiet):
     root = make_project(tmp_path / "p", VIEWS)
     cycle = Cycle(load_project(root), spark=spark, progress=quiet)
-    model = Model()
-    gen = BatchGenerator(17, model)
-    for n in range(3):
-        batch = f"b{n:04d}"
-        changes = gen.initial() if n == 0 else gen.night()
-        write_changes(root, batch, changes)
-        cycle.run(batch)
-        model.apply(changes)
-        check_served(cycle, model, VIEWS, f"batch {batch}")
+    nights_equal_recomputation(cycle, root, VIEWS, 17, "")
     cycle.close()
 
 

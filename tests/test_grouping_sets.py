@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy as sa
 
 from conftest import BACKENDS
-from harness import SCHEMA_SQL, BatchGenerator, Model, check_served, make_project, write_changes
+from harness import SCHEMA_SQL, make_project, nights_equal_recomputation
 from lattice import emit
 from lattice.compile import compile_project
 from lattice.sql import to_dialect
@@ -81,13 +81,5 @@ def test_grouping_of_several_columns_is_the_warehouses_bit_mask(spark, pg_schema
 def test_grouping_sets_through_the_nights_equal_recomputation(tmp_path, spark, quiet, warehouse_url, backend):
     root = make_project(tmp_path / "p", VIEWS, url=warehouse_url(backend, "grouping_sets"))
     cycle = Cycle(load_project(root), spark=spark, progress=quiet)
-    model = Model()
-    gen = BatchGenerator(29, model)
-    for n in range(3):
-        batch = f"b{n:04d}"
-        changes = gen.initial() if n == 0 else gen.night()
-        write_changes(root, batch, changes)
-        cycle.run(batch)
-        model.apply(changes)
-        check_served(cycle, model, VIEWS, f"{backend}, batch {batch}")
+    nights_equal_recomputation(cycle, root, VIEWS, 29, f"{backend}, ")
     cycle.close()

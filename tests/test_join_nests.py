@@ -10,7 +10,7 @@ import pytest
 import sqlglot
 from sqlglot import exp
 
-from harness import BatchGenerator, Model, check_served, make_project, write_changes
+from harness import make_project, nights_equal_recomputation
 from lattice import emit
 from lattice.compile import compile_project
 from lattice.sql import to_dialect
@@ -103,15 +103,7 @@ def test_join_nests_through_the_nights_equal_recomputation(tmp_path, spark, quie
     root = make_project(tmp_path / "p", PROJECT)
     cycle = Cycle(load_project(root), spark=spark, progress=quiet)
     assert {v.mode for v in cycle.plan.views} == {"recompute"}
-    model = Model()
-    gen = BatchGenerator(11, model)
-    for n in range(3):
-        batch = f"b{n:04d}"
-        changes = gen.initial() if n == 0 else gen.night()
-        write_changes(root, batch, changes)
-        cycle.run(batch)
-        model.apply(changes)
-        check_served(cycle, model, PROJECT, f"batch {batch}")
+    nights_equal_recomputation(cycle, root, PROJECT, 11, "")
     cycle.close()
 
 

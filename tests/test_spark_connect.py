@@ -136,6 +136,31 @@ def test_a_remote_that_does_not_answer_or_is_no_url_is_refused(tmp_path):
 
 
 @slow
+def test_dag_nights_run_their_spark_steps_in_the_task_on_the_server(server, tmp_path):
+    """With NIGHTSHIFT_SPARK_REMOTE in the workers' environment, the DAG's propagate and apply-base tasks run
+    their steps in the task's own process against the server: no spark-submit starts, and after two nights
+    every summary table equals recomputation."""
+    from test_dags import run_dag, states
+
+    project = tmp_path / "retail"
+    batches = init_project(project, "retail", rows=2000, nights=1)
+    (tmp_path / "af").mkdir()
+    runs = [{"label": f"n{i}", "conf": {"batch_id": b}} for i, b in enumerate(batches)]
+    result, r = run_dag(tmp_path / "af", project, runs, NIGHTSHIFT_SPARK_REMOTE=server["url"])
+    log = r.stdout + r.stderr
+    for i in range(len(batches)):
+        run = result["runs"][f"n{i}"]
+        assert run["state"] == "success" and set(states(run).values()) == {"success"}, (states(run), log[-4000:])
+    assert f"connecting to Spark ({server['url']})" in log and f"propagate --level 0 {batches[1]}: done in" in log
+    assert "Spark-Submit cmd" not in log and "starting Spark" not in log
+    cycle = Cycle(load_project(project), progress=lambda _: None)
+    try:
+        assert check_all(cycle.plan, cycle.lake, cycle.warehouse.read_view) == []
+    finally:
+        cycle.close()
+
+
+@slow
 def test_stop_ends_the_server_and_stopping_again_says_so(server):
     state = json.loads((server["dir"] / "server.json").read_text())
     r = nightshift("spark-connect", "stop", "--dir", str(server["dir"]))
