@@ -44,6 +44,7 @@ def _dag_night(work: Path, project: Path, batch: str, env_vars: dict) -> dict:
                AIRFLOW_CONN_SPARK_DEFAULT=json.dumps({"conn_type": "spark", "host": "local[2]"}),
                NIGHTSHIFT_PROJECTS=str(project), PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", PYTHONPATH=str(ROOT),
                **env_vars)
+    work.mkdir(parents=True, exist_ok=True)
     spec, out = work / "spec.json", work / "result.json"
     spec.write_text(json.dumps({"runs": [{"label": "night", "no_logical_date": True, "conf": {"batch_id": batch}}]}))
     t0 = time.perf_counter()
