@@ -25,7 +25,7 @@ from warehouse.store import Warehouse
 # The modules that load PySpark and pandas (seconds of imports) are imported by the commands that use
 # them, so `init`, `load`, `plan` and `--help` answer at once.
 
-EPILOG = "Docs: README.md. Batches apply in id order; every step is safe to rerun."
+EPILOG = "Docs: docs/ (make docs builds the site; start with docs/getting-started.md). Batches apply in id order; every step is safe to rerun."
 
 
 def main(argv: list[str] | None = None) -> int:

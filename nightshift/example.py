@@ -33,7 +33,7 @@ name = "{name}"
 [lake]
 path = "lake"
 # lay a fact table out by month of a date column: a night rewrites and delete-checks only the months
-# its batch touches (README: "apply-base")
+# its batch touches (docs/reference/configuration.md, [lake])
 # partition_by = {{ pos = "date" }}
 
 [warehouse]
@@ -55,20 +55,20 @@ timezone = "UTC"
 stores = ["city -> region"]
 
 # How a view is kept: auto (the default) | incremental | delta (= incremental) | recompute | auxiliary
-# (MIN/MAX through an auxiliary view, so a deleted extreme never reads the base) | map. README: "Summary views".
+# (MIN/MAX through an auxiliary view, so a deleted extreme never reads the base) | map (docs/reference/configuration.md, [views]).
 # [views]
 # SiC_sales = "auxiliary"
 
 # Sizes the plan estimates with (rows of a table, distinct values of a column); e.g. it keeps a view's
-# MIN/MAX through an auxiliary view where that is at most a quarter of the fact table. README: "Where a
-# deleted MIN/MAX comes from".
+# MIN/MAX through an auxiliary view where that is at most a quarter of the fact table
+# (docs/reference/configuration.md, [statistics]).
 # [statistics]
 # pos = 10_000_000
 # stores = 100
 # items = {{ rows = 1000, category = 10 }}
 
 # User-defined aggregates, called in views as name(column): SQL over a group's non-NULL values x, each
-# value's position i (1..n, ascending) and their number n. README: "User-defined aggregates".
+# value's position i (1..n, ascending) and their number n (docs/reference/sql.md).
 # [aggregates]
 # trimmed_mean = "AVG(CASE WHEN i > 0.1 * n AND i <= 0.9 * n THEN x END)"
 """

@@ -34,9 +34,10 @@ import pyarrow.parquet as pq
 from lattice import types
 from lattice.ir import Column, Table
 from lattice.passes.parse_schema import parse_schema
+from lattice.sql import base_select_list, duckdb_read_parquet, ident
 from nightshift.config import Project
 from runtime.errors import BadChangeBatch, ConfigError
-from runtime.lake import Lake, LakeState, check_batch_id
+from runtime.lake import Lake, LakeState, check_batch_id, parquet_columns
 from runtime.night import BatchInfo
 
 OP = "_op"
@@ -506,15 +507,14 @@ def _base_rows(lake: Lake, state: LakeState, table: Table, key: list[str], wante
         return {}
     import duckdb  # deferred: only key-only deletes read the base
 
-    present = {n.lower() for n in pq.read_schema(files[0]).names}
-    cols = ", ".join(_q(c.name) if c.name.lower() in present else f"NULL AS {_q(c.name)}" for c in table.columns)
+    # the base read as the oracle reads it: a column declared after the version was written reads NULL
+    cols = base_select_list([(c.name, c.type) for c in table.columns], parquet_columns(files))
     keys = pa.table({k: pa.array([w[i] for w in wanted], arrow_type(table.column(k).type)) for i, k in enumerate(key)})
     con = duckdb.connect()
     try:
         con.register("ns_keys", keys)
-        paths = "[" + ", ".join("'" + str(f).replace("'", "''") + "'" for f in files) + "]"
-        on = " AND ".join(f"b.{_q(k)} = k.{_q(k)}" for k in key)
-        found = con.sql(f"SELECT {cols} FROM read_parquet({paths}, union_by_name = true) b "
+        on = " AND ".join(f"b.{ident(k)} = k.{ident(k)}" for k in key)
+        found = con.sql(f"SELECT {cols} FROM {duckdb_read_parquet(files)} b "
                         f"WHERE EXISTS (SELECT 1 FROM ns_keys k WHERE {on})").to_arrow_table()
     finally:
         con.close()
@@ -546,10 +546,6 @@ def _changes_before(lake: Lake, state: LakeState, batch: str, table: Table):
                 part = t.filter(pc.equal(t.column(OP), op))
                 part = pa.table({c.name: part.column(c.name.lower()) for c in table.columns})
                 yield b, part, sign
-
-
-def _q(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 # ---------------------------------------------------------------- writing

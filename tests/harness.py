@@ -144,9 +144,9 @@ def run_nights(cycle, root: Path, gen: "BatchGenerator", model: "Model", nights:
 
 
 def nights_equal_recomputation(cycle, root: Path, views: dict[str, str], seed: int, where: str = "",
-                               nights: int = 2) -> None:
+                               nights: int = 2) -> "Model":
     """The initial load and `nights` random nights (batches b0000, ...) through the whole cycle, the served
-    views checked against the model's recomputation after each."""
+    views checked against the model's recomputation after each. Returns the model, at the last night."""
     model = Model()
     gen = BatchGenerator(seed, model)
     for n in range(nights + 1):
@@ -156,6 +156,7 @@ def nights_equal_recomputation(cycle, root: Path, views: dict[str, str], seed: i
         cycle.run(batch)
         model.apply(changes)
         check_served(cycle, model, views, f"{where}batch {batch}")
+    return model
 
 
 def check_served(cycle, model: "Model", views: dict[str, str], where: str) -> None:

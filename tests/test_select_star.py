@@ -13,7 +13,7 @@ import sqlglot
 from sqlglot import exp
 
 from conftest import BACKENDS
-from harness import SCHEMA_SQL, BatchGenerator, Model, check_served, make_project, write_changes
+from harness import SCHEMA_SQL, Model, make_project, nights_equal_recomputation, write_changes
 from lattice.compile import compile_project
 from lattice.errors import UnknownReference, UnsupportedView
 from lattice.layer import describe, diff
@@ -121,15 +121,7 @@ def _pos_night(model: Model, n: int) -> dict:
 def test_stars_through_the_nights_and_a_schema_change(tmp_path, spark, quiet, warehouse_url, backend, capsys):
     root = make_project(tmp_path / "p", VIEWS, url=warehouse_url(backend, "select_star"))
     cycle = Cycle(load_project(root), spark=spark, progress=quiet)
-    model = Model()
-    gen = BatchGenerator(23, model)
-    for n in range(2):
-        batch = f"b{n:04d}"
-        changes = gen.initial() if n == 0 else gen.night()
-        write_changes(root, batch, changes)
-        cycle.run(batch)
-        model.apply(changes)
-        check_served(cycle, model, VIEWS, f"{backend}, batch {batch}")
+    model = nights_equal_recomputation(cycle, root, VIEWS, 23, f"{backend}, ", nights=1)
     kept = {v: bag(cycle.warehouse.read_view(cycle.plan.view(v))) for v in VIEWS if v != "item_list"}
     cycle.close()
 
