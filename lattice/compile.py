@@ -36,7 +36,7 @@ from lattice.passes.parse_schema import parse_schema
 from lattice.passes.parse_views import ViewStatement, fact_of, holistic, parse_view, read_view
 from lattice.passes.recompute import recompute_view
 from lattice.sql import ident
-from lattice.warehouse_sql import canonical, with_decimal_quantile_types
+from lattice.warehouse_sql import canonical, integer_division_of_views, with_decimal_quantile_types
 
 
 def compile_project(
@@ -68,6 +68,8 @@ def compile_project(
     for st in view_order(statements, names):
         st = expand_stars(st, schema, {n: tuple(o.name for o in v.outputs) for n, v in compiled.items()}, dialect)
         read = [compiled[n] for n in _reads(st, names) if compiled[n].incremental]
+        typed = _column_types(st.query, with_view_tables(schema, read))  # the kept views' columns are typed
+        st = replace(st, query=integer_division_of_views(st.query, dialect, typed))
         view, aux = compile_view(st, with_view_tables(schema, read), names, settings.get(st.name.lower(), "auto"),
                                  aggregates, dependencies, stats)
         compiled[st.name.lower()] = view

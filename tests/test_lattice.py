@@ -444,7 +444,7 @@ REFUSALS = [
     ("ambiguous_column", "SELECT storeID, COUNT(*) AS N FROM pos JOIN stores ON pos.storeID = stores.storeID GROUP BY storeID",
      ["ambiguous", "storeid"], UnsupportedView),
     ("no_translation", "SELECT INITCAP(city) AS c, COUNT(*) AS n FROM pos JOIN stores ON pos.storeID = stores.storeID "
-     "GROUP BY INITCAP(city)", ["initcap(city)", "line 1", "spark"], UnsupportedView),
+     "GROUP BY INITCAP(city)", ["initcap(city)", "line 1", "duckdb has no initcap"], UnsupportedView),
     ("no_translation_in_recompute", "SELECT DATE_ADD(date, 1) AS d FROM pos", ["date_add(date, 1)", "interval"],
      UnsupportedView),
     ("random", "SELECT storeID, COUNT(*) AS N FROM pos WHERE RANDOM() < 0.5 GROUP BY storeID",

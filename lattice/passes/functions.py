@@ -18,11 +18,9 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from lattice.errors import UnsupportedView
-from lattice.warehouse_sql import INT_DIV, format_supported, spark_regex
+from lattice.warehouse_sql import EXTRACT_UNITS, NEUTRAL_FUNCTIONS, format_supported, untranslated
 
-_EXTRACT_OK = {"YEAR", "QUARTER", "MONTH", "DAY", "DOY", "WEEK", "HOUR", "MINUTE"}
 _TRUNC_OK = {"YEAR", "QUARTER", "MONTH", "WEEK", "DAY", "HOUR", "MINUTE", "SECOND"}
-_REGEX = "the pattern language differs (Java regular expressions in Spark, RE2 in DuckDB, POSIX in PostgreSQL)"
 
 # node class -> why no engine can give the warehouse's value
 _REFUSED: dict[type, str] = {
@@ -30,15 +28,10 @@ _REFUSED: dict[type, str] = {
     exp.DateSub: "only x - INTERVAL ... is translated; write x - INTERVAL 'n' DAY",
     exp.AddMonths: "write x + INTERVAL 'n' MONTH",
     exp.TsOrDsAdd: "write x + INTERVAL 'n' DAY",
-    exp.Initcap: "INITCAP capitalizes after spaces only in Spark and after any non-letter in PostgreSQL (DuckDB has "
-                 "none); write UPPER(LEFT(s, 1)) || LOWER(SUBSTRING(s, 2)) for one word",
     exp.ToChar: "DuckDB has no to_char; write strftime(x, '%Y-%m')",
     exp.StrToTime: "date formats are read differently by each engine; write CAST(s AS DATE) or CAST(s AS TIMESTAMP)",
     exp.StrToDate: "date formats are read differently by each engine; write CAST(s AS DATE)",
-    exp.RegexpReplace: _REGEX,
-    exp.RegexpExtract: _REGEX,
-    exp.RegexpILike: _REGEX,
-    exp.SimilarTo: _REGEX,
+    exp.SimilarTo: "SIMILAR TO's pattern language is not translated; write the pattern as a regular expression (~)",
 }
 _RANDOM = (exp.Rand, exp.Randn, exp.Uuid, exp.CurrentDate, exp.CurrentTimestamp, exp.CurrentTime,
            exp.CurrentDatetime)
@@ -106,41 +99,35 @@ def _name(node: exp.Expression) -> str:
 def _why_refused(node: exp.Expression, warehouse: str | None) -> str | None:
     if _random(node):
         return _DETERMINISM
-    reason = _REFUSED.get(type(node))
+    reason = untranslated(node) or _REFUSED.get(type(node))
     if reason:
         return reason
-    if isinstance(node, exp.Anonymous) and node.name.upper() != INT_DIV:
+    if isinstance(node, exp.Anonymous) and node.name.upper() not in NEUTRAL_FUNCTIONS:
         return (f"{node.name}() is not a function nightshift knows how to compute as the warehouse does in Spark "
                 f"(docs/reference/functions.md lists the ones it translates)")
     if isinstance(node, exp.Extract):
         unit = node.name.upper()
-        if unit not in _EXTRACT_OK:
-            return (f"EXTRACT({unit}) is not translated (fractional seconds, epochs and time zones differ between "
-                    f"engines); use YEAR, QUARTER, MONTH, DAY, DOY, WEEK, DOW, ISODOW, HOUR or MINUTE")
+        if unit not in EXTRACT_UNITS:
+            return (f"EXTRACT({unit}) is not translated; use YEAR, QUARTER, MONTH, DAY, DOY, WEEK, DOW, ISODOW, HOUR, "
+                    f"MINUTE, SECOND or EPOCH")
     if isinstance(node, (exp.DateTrunc, exp.TimestampTrunc)):
         unit = node.args.get("unit")
         unit = (unit.name if isinstance(unit, exp.Expression) else str(unit or "")).upper().strip("'")
         if unit not in _TRUNC_OK:
             return f"date_trunc('{unit.lower()}', x) is not translated; use year, quarter, month, week, day or hour"
     if isinstance(node, exp.TimeToStr) and not format_supported(node.args.get("format")):
-        return ("only numeric date formats are translated (%Y, %y, %m, %d, %H, %M, %S and punctuation); names of "
-                "months and days are spelled differently by each engine")
-    if isinstance(node, exp.RegexpLike):
-        pattern = node.expression
-        if node.args.get("flag") is not None or not (isinstance(pattern, exp.Literal) and pattern.is_string) \
-                or spark_regex(pattern.this) is None:
-            return (_REGEX + "; a literal pattern of letters, [classes], anchors, groups, | and quantifiers is "
-                    "translated ('.', \\d, \\w, look-arounds and flags are not)")
+        return ("only these date formats are translated: %Y, %y, %m, %d, %H, %M, %S, the names %A, %a, %B, %b and "
+                "punctuation")
     if isinstance(node, exp.DateDiff) and node.args.get("unit") is not None:
         unit = node.args["unit"]
         if (unit.name if isinstance(unit, exp.Expression) else str(unit)).upper().strip("'") != "DAY":
-            return ("date_diff with a unit other than day counts boundaries differently in Spark; write "
-                    "date_diff('day', a, b)")
+            return "date_diff is translated for year, quarter, month, week, day, hour, minute and second"
     if isinstance(node, exp.Trunc) and node.args.get("decimals") is not None:
         return "Spark drops TRUNC's scale; write ROUND of a DECIMAL, or FLOOR"
     if isinstance(node, exp.Mode) and not isinstance(node.parent, exp.WithinGroup):
-        return ("mode(x) breaks ties between equally frequent values differently in each engine; write "
-                "mode() WITHIN GROUP (ORDER BY x), which picks the smallest")
+        return ("among equally frequent values, mode(x) picks by the order the rows are read (the same rows read "
+                "in another order give another value); write mode() WITHIN GROUP (ORDER BY x), which picks the "
+                "smallest")
     return None
 
 
