@@ -208,12 +208,11 @@ def build_dag(root: Path) -> DAG:
 
         @task.short_circuit(doc_md=DOCS["choose_batch"])
         def choose_batch(**context) -> str | None:
-            from nightshift.nights import choose, layer_notes
+            from nightshift.nights import choose
 
             first, through = _range_of(context)
-            project = load_project(root)
-            choice = choose(project, first, through)
-            for note in layer_notes(project, load_project):  # the night runs the applied layer
+            choice = choose(load_project(root), first, through, load_project)  # one read of the ledger
+            for note in choice.notes:  # the night runs the applied layer
                 print(f"choose_batch: {note}")
             print(f"choose_batch: {choice.why}" + ("" if choice.batch else "; nothing to run, the run is skipped"))
             return choice.batch

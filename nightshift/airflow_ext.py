@@ -1,5 +1,6 @@
 """Airflow pieces of the DAG factory: the spark-submit operator that hands a task the warehouse
-credentials, which DAG tasks take from an Airflow connection ([warehouse] airflow_conn_id).
+credentials, which DAG tasks take from an Airflow connection ([warehouse] airflow_conn_id), and whose task
+log is as quiet as `nightshift run` (nightshift's progress lines, Spark's errors).
 
 Imported only by dags/ and Airflow workers: the CLI never imports Airflow.
 """
@@ -81,6 +82,9 @@ def connection_url(conn) -> str:
     return text
 
 
+QUIET_JAVA_OPTION = "spark.driver.extraJavaOptions"
+
+
 class NightshiftSparkSubmit(SparkSubmitOperator):
     """SparkSubmitOperator for nightshift/submit.py that hands the child the warehouse URL of Airflow
     connection `warehouse_conn_id` in NIGHTSHIFT_WAREHOUSE_URL. A step whose output is complete ends at
@@ -98,6 +102,22 @@ class NightshiftSparkSubmit(SparkSubmitOperator):
     def __init__(self, *, warehouse_conn_id: str = "", **kwargs):
         super().__init__(**kwargs)
         self.warehouse_conn_id = warehouse_conn_id
+
+    def _get_hook(self):
+        """spark-submit with the logging `nightshift run` has (spark_jobs.session.get_spark): in client mode
+        (the default: the driver is spark-submit's own JVM) the driver gets nightshift's quiet log4j2
+        configuration, unless NIGHTSHIFT_VERBOSE=1 or the task's conf sets the driver's Java options itself;
+        and the JVM's start-up notice, printed before any logging configuration, stays out of the task log.
+        Cluster deploy mode keeps spark-submit's own logging: the hook follows the driver's status in it."""
+        from spark_jobs.session import JVM_NOISE, QUIET_LOG4J  # PySpark: not at DAG parse time
+
+        hook = super()._get_hook()
+        if (os.environ.get("NIGHTSHIFT_VERBOSE") != "1" and hook._connection.get("deploy_mode") != "cluster"
+                and QUIET_JAVA_OPTION not in hook._conf):
+            hook._conf = {**hook._conf, QUIET_JAVA_OPTION: f"-Dlog4j2.configurationFile={QUIET_LOG4J.as_uri()}"}
+        process = hook._process_spark_submit_log
+        hook._process_spark_submit_log = lambda lines: process(line for line in lines if not JVM_NOISE.match(line))
+        return hook
 
     def _step(self) -> tuple[str, str, str, int | None]:
         """(step, project folder, batch, level) of the rendered application_args."""

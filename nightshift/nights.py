@@ -10,8 +10,8 @@ warehouse's ledger: no Spark.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Callable, Iterable, Sequence
 
 from nightshift.applied import unapplied
 from runtime.errors import BadChangeBatch
@@ -23,6 +23,7 @@ from warehouse.store import Warehouse
 class NightChoice:
     batch: str | None  # the night to run, or None: nothing to do
     why: str  # for the task log and the UI: what was found
+    notes: tuple[str, ...] = ()  # what the working files hold that the applied layer does not (layer_notes)
 
 
 def pending_batches(landed: Iterable[str], applied: Iterable[str]) -> list[str]:
@@ -66,19 +67,24 @@ def night_of(batch: str, landed: Sequence[str], applied: Sequence[str], nights: 
     return NightChoice(batch, f"batch {batch} was asked for")
 
 
-def choose(project, first: str = "", through: str = "") -> NightChoice:
+def choose(project, first: str = "", through: str = "", load: Callable | None = None) -> NightChoice:
     """The night a DAG run takes for `project` (a nightshift.config.Project): batch `first` alone when
-    only it is given, else the next night in [first, through]."""
+    only it is given, else the next night in [first, through]. load: the project's load_project; given, the
+    choice carries layer_notes too, from the same read of the ledger (the DAG's choose_batch reads it once)."""
     lake = Lake(project.lake)
     warehouse = Warehouse(project.warehouse_url, project.root)
     try:
-        nights = [r for r in warehouse.ledger() if r.kind == "batch"]
+        ledger = warehouse.ledger()
+        notes = tuple(_notes(project, load, warehouse, ledger)) if load is not None else ()
     finally:
         warehouse.dispose()
+    nights = [r for r in ledger if r.kind == "batch"]
     landed, applied = lake.batch_ids(), lake.state().applied
     if first and not through:
-        return night_of(first, landed, applied, nights)
-    return next_night(landed, applied, nights, first, through)
+        choice = night_of(first, landed, applied, nights)
+    else:
+        choice = next_night(landed, applied, nights, first, through)
+    return replace(choice, notes=notes)
 
 
 def layer_notes(project, load) -> list[str]:
@@ -88,6 +94,10 @@ def layer_notes(project, load) -> list[str]:
     (nightshift/applied.py)."""
     warehouse = Warehouse(project.warehouse_url, project.root)
     try:
-        return unapplied(lambda: load(project.root, layer="working"), warehouse, warehouse.ledger())
+        return _notes(project, load, warehouse, warehouse.ledger())
     finally:
         warehouse.dispose()
+
+
+def _notes(project, load: Callable, warehouse: Warehouse, ledger: list) -> list[str]:
+    return unapplied(lambda: load(project.root, layer="working"), warehouse, ledger)

@@ -187,7 +187,7 @@ class _ServerLog:
     write uncompressed (server_log_conf), read where the server writes it (the server runs on this
     machine). The step's operations carry a tag (Spark Connect's thread-local operation tags, which the
     server copies into every execution's job tags); the log is read from where it ended when the step
-    started. The server writes it asynchronously: after the step, a tagged marker query runs, and the
+    started. The server writes it asynchronously: after the step, a tagged marker command runs, and the
     events are complete once the marker's execution has ended in the log (the server logs events in the
     order they happen). A server with no such log (another machine's, compressed, or none): not measured."""
 
@@ -217,7 +217,7 @@ class _ServerLog:
         marker = f"{self.tag}-end"
         self.spark.addTag(marker)
         try:
-            self.spark.range(1).collect()
+            self.spark.sql(f"SET {METADATA_LENGTH}")  # a command: an execution in the log, and no Spark job
         finally:
             self.spark.removeTag(marker)
         deadline = time.monotonic() + DRAIN_MS / 1000

@@ -3,12 +3,14 @@ or, with a Spark Connect URL ([spark] remote), a session of a long-lived Spark C
 
 from __future__ import annotations
 
-import atexit
+import fcntl
 import os
 import re
 import socket
 import sys
+import tempfile
 import threading
+import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -20,7 +22,7 @@ from runtime.errors import ConfigError
 QUIET_LOG4J = Path(__file__).resolve().parent / "log4j2.properties"
 # what the JVM prints on its own stderr, outside any logging configuration: the launcher always adds the
 # vector module, and PySpark's gateway announces the shell's default log level (setLogLevel follows)
-_JVM_NOISE = re.compile(r"^(WARNING: Using incubator modules|Setting default log level to |To adjust logging level use sc\.setLogLevel)")
+JVM_NOISE = re.compile(r"^(WARNING: Using incubator modules|Setting default log level to |To adjust logging level use sc\.setLogLevel)")
 
 _DEFAULTS = {
     "spark.sql.shuffle.partitions": os.environ.get("NIGHTSHIFT_SHUFFLE_PARTITIONS", "4"),
@@ -35,7 +37,9 @@ _DEFAULTS = {
 # The settings that decide what a query returns, not how fast it runs: a Spark Connect session sets them itself,
 # whatever server it reaches (the server's own settings decide the rest)
 _SEMANTICS = ("spark.sql.session.timeZone", "spark.sql.sources.partitionOverwriteMode", "spark.sql.legacy.parquet.nanosAsLong")
-_RELEASED_AT_EXIT: set[int] = set()  # the Spark Connect sessions this process releases when it exits
+_CONNECTED: dict[str, SparkSession] = {}  # this process's Spark Connect session, by URL
+_HELD: list = []  # the session slots this process holds (their locks end with it)
+_SLOTS = 32
 
 
 def get_spark(master: str | None = "local[2]", app: str = "nightshift", remote: str | None = None) -> SparkSession:
@@ -80,22 +84,31 @@ def get_spark(master: str | None = "local[2]", app: str = "nightshift", remote: 
 def connect_session(url: str) -> SparkSession:
     """A session of the Spark Connect server at `url` (the same one for the rest of the process).
 
-    The server is shared by every command and task that connects, and each connection is a session of its own:
-    its temporary views and the settings it changes are its own. What get_spark gives a local session comes
-    from two places: the server was started with nightshift's defaults (server_conf: `nightshift spark-connect
-    start`), and the session sets the settings that decide results (_SEMANTICS) and NIGHTSHIFT_SPARK_CONF's
-    pairs itself. A pair that cannot change per session (a static or core setting: memory, the UI, packages)
-    must already hold on the server, else the step is refused by name. The session is released when the
-    process exits (its cached frames and views go with it); the server keeps running.
+    The server is shared by every command and task that connects, and each process has a session of its own:
+    its temporary views and the settings it changes are its own. The session outlives the process, for the next
+    command on this machine: a server compiles the code of a query once per session, so a command that took
+    over the last one's session finds a night's queries already compiled (seconds of a small night). Each
+    process claims one of the machine's slots for the server (_claim_slot: a lock held while it runs; a
+    second command at the same time takes the next slot, so no two processes share a session), and the
+    session starts clean: its settings reset to the server's, and every relation a step reads is registered
+    by that step. What get_spark gives a local session comes from two places: the server was started with
+    nightshift's defaults (server_conf: `nightshift spark-connect start`), and the session sets the settings
+    that decide results (_SEMANTICS) and NIGHTSHIFT_SPARK_CONF's pairs itself. A pair that cannot change per
+    session (a static or core setting: memory, the UI, packages) must already hold on the server, else the
+    step is refused by name. A URL that names its own session_id keeps it; the server keeps running.
     """
+    spark = _CONNECTED.get(url)
+    if spark is not None and not spark.is_stopped:
+        return spark
     host, port = connect_address(url)
     refused = f"the Spark Connect server at {url} does not answer"
     advice = ("start it with `nightshift spark-connect start`, or unset [spark] remote in nightshift.toml and "
               "NIGHTSHIFT_SPARK_REMOTE to run Spark in this process")
     if not answers(host, port):  # before the client's own retries, which wait minutes for a server that is down
         raise ConfigError(f"{refused}; {advice}")
-    spark = SparkSession.builder.remote(url).getOrCreate()
+    slot = None if "session_id=" in url else _claim_slot(host, port)
     try:
+        spark = _open(url, slot)
         for key in _SEMANTICS:
             spark.conf.set(key, _DEFAULTS[key])
     except PySparkException as e:
@@ -105,10 +118,69 @@ def connect_session(url: str) -> SparkSession:
     for pair in filter(None, os.environ.get("NIGHTSHIFT_SPARK_CONF", "").split(";")):
         key, _, value = (x.strip() for x in pair.partition("="))
         _set_per_session(spark, url, key, value)
-    if id(spark) not in _RELEASED_AT_EXIT:
-        _RELEASED_AT_EXIT.add(id(spark))
-        atexit.register(spark.stop)  # releases this session on the server, not the server
+    _CONNECTED[url] = spark
     return spark
+
+
+def _open(url: str, slot: Path | None) -> SparkSession:
+    """The session of `slot` (its id is in the slot's file), with its settings reset to the server's; a session
+    the server has closed or expired (idle too long) gives way to a new one, whose id the slot keeps. No slot:
+    the URL's own session."""
+    if slot is None:
+        return SparkSession.builder.remote(url).getOrCreate()
+    known = slot.read_text().strip()
+    try:
+        return _reset(url, known if _is_uuid(known) else _new_id(slot))
+    except PySparkException as e:
+        if "INVALID_HANDLE" not in str(e):  # not a closed session: the server's answer stands
+            raise
+    return _reset(url, _new_id(slot))
+
+
+def _reset(url: str, session_id: str) -> SparkSession:
+    base, _, params = url.partition(";")
+    spark = SparkSession.builder.remote(f"{base.rstrip('/')}/;{params + ';' if params else ''}"
+                                        f"session_id={session_id}").create()
+    try:  # a closed session says so here
+        spark.conf.get("spark.sql.session.timeZone")
+    except PySparkException:
+        spark.client.close()  # now, and only once: closing it again while Python exits can wait for ever
+        spark.client.close = lambda: None
+        raise
+    spark.sql("RESET")  # what the last command set in it goes
+    return spark
+
+
+def _new_id(slot: Path) -> str:
+    session_id = str(uuid.uuid4())
+    slot.write_text(session_id)
+    return session_id
+
+
+def _claim_slot(host: str, port: int) -> Path | None:
+    """One of this machine's session slots for the server at host:port, locked for the rest of the process
+    (the lock goes when the process ends, however it ends); None when every slot is taken (then the process
+    gets a session of its own, which nothing reuses)."""
+    folder = Path(tempfile.gettempdir()) / f"nightshift-spark-connect-{os.getuid()}" / f"{host}-{port}"
+    folder.mkdir(parents=True, exist_ok=True)
+    for n in range(_SLOTS):
+        path = folder / f"session-{n}"
+        handle = open(path, "a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            continue
+        _HELD.append(handle)
+        return path
+    return None
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        return str(uuid.UUID(text)) == text
+    except ValueError:
+        return False
 
 
 def connect_address(url: str) -> tuple[str, int]:
@@ -154,6 +226,9 @@ def server_conf() -> dict[str, str]:
     session (nightshift's defaults, the quiet logging, no web UI unless NIGHTSHIFT_SPARK_UI=1), then
     NIGHTSHIFT_SPARK_CONF's pairs, which win."""
     conf = dict(_DEFAULTS)
+    # the compiled code of a night's queries (a few hundred classes) stays for the next night's commands, which
+    # take over the session it was compiled in (connect_session); Spark's default keeps 100
+    conf["spark.sql.codegen.cache.maxEntries"] = "1000"
     conf["spark.ui.enabled"] = "true" if os.environ.get("NIGHTSHIFT_SPARK_UI", "0") == "1" else "false"
     if os.environ.get("NIGHTSHIFT_VERBOSE") != "1":
         conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile={QUIET_LOG4J.as_uri()}"
@@ -166,7 +241,7 @@ def server_conf() -> dict[str, str]:
 @contextmanager
 def _filtered_stderr(active: bool):
     """While the JVM starts, its stderr (inherited file descriptor 2) goes through a pipe that drops the
-    JVM's own start-up notice (_JVM_NOISE) and passes every other line on, for the JVM's whole life;
+    JVM's own start-up notice (JVM_NOISE) and passes every other line on, for the JVM's whole life;
     this process's stderr is restored as soon as the JVM is up."""
     if not active:
         yield
@@ -182,7 +257,7 @@ def _filtered_stderr(active: bool):
     def forward() -> None:
         with os.fdopen(read, "rb", buffering=0) as pipe, os.fdopen(os.dup(real), "wb", buffering=0) as out:
             for line in iter(pipe.readline, b""):
-                if not _JVM_NOISE.match(line.decode("utf-8", "replace")):
+                if not JVM_NOISE.match(line.decode("utf-8", "replace")):
                     out.write(line)
 
     threading.Thread(target=forward, name="nightshift-jvm-stderr", daemon=True).start()

@@ -140,7 +140,7 @@ def test_the_first_night_records_the_applied_layer_and_the_dag_reports_what_is_n
     """No Spark: a project that starts empty gets its empty summary tables (and its applied layer) on its first
     night; afterwards the DAG's plan (parse time) and its tasks' project stay on the applied layer whatever the
     working files hold, and choose_batch's notes name the new view and the broken file."""
-    from nightshift.nights import layer_notes
+    from nightshift.nights import choose, layer_notes
     from nightshift.plancache import plan_summary
 
     root = make_project(tmp_path / "p", SERVED)
@@ -159,3 +159,4 @@ def test_the_first_night_records_the_applied_layer_and_the_dag_reports_what_is_n
     assert len(notes) == 2, notes
     assert "broken_totals.sql: view broken_totals: unknown column no_such_column" in notes[0], notes
     assert "added region_days; changed sR_sales not yet applied (nightshift apply)" in notes[1], notes
+    assert choose(night, load=load_project).notes == tuple(notes)  # choose_batch's one read of the ledger

@@ -63,6 +63,9 @@ def stamp(value: str) -> pendulum.DateTime:
     return pendulum.parse(value)
 
 
+# what Spark prints with its own logging: INFO/WARN lines (yy/MM/dd HH:mm:ss LEVEL Class: ...), the JVM's notice
+SPARK_LOG = re.compile(r"\d\d/\d\d/\d\d \d\d:\d\d:\d\d (INFO|WARN) \w+:|Using incubator modules|default log4j profile")
+
 # Figure 3 of paper 001: SID_sales from the changes, sCD_sales and SiC_sales from SID_sales, sR_sales from sCD_sales
 FIGURE_3_LEVELS = [["SID_sales"], ["SiC_sales", "sCD_sales"], ["sR_sales"]]
 
@@ -170,6 +173,10 @@ def test_dag_nights_reruns_order_and_window(tmp_path):
     log = r.stdout + r.stderr
     assert result["import_errors"] == {} and result["dags"] == ["nightshift__retail"], log[-3000:]
     run = result["runs"]
+    # the spark-submit tasks' logs are as quiet as nightshift run: nightshift's lines and Spark's errors only
+    assert "Spark-Submit cmd" in log and "spark_jobs/log4j2.properties" in log
+    noise = SPARK_LOG.search(log)
+    assert noise is None, log[max(0, noise.start() - 500):noise.end() + 500]
 
     first = states(run["out_of_order"])
     assert run["out_of_order"]["state"] == "failed" and first["propagate_level_0"] == "failed"

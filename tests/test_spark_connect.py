@@ -125,6 +125,44 @@ def test_each_session_keeps_its_own_views_and_settings(server, tmp_path):
 
 
 @slow
+def test_the_next_command_takes_over_the_last_ones_session_clean(server, tmp_path):
+    """A command's session stays on the server for the next command on this machine (the code the server
+    compiled for it is reused), with its settings reset to the server's; a command running at the same time
+    gets a session of its own; a session the server has closed gives way to a new one."""
+    script = textwrap.dedent(f"""
+        import subprocess, sys
+        sys.path.insert(0, {str(ROOT)!r})
+        from spark_jobs.session import get_spark
+        spark = get_spark(remote={server['url']!r})
+        print("session", spark.session_id, spark.conf.get("spark.sql.shuffle.partitions"),
+              spark.conf.get("spark.sql.session.timeZone"), flush=True)
+        spark.conf.set("spark.sql.shuffle.partitions", "7")
+        if sys.argv[1:2] == ["both"]:  # a second command while this one holds its session
+            subprocess.run([sys.executable, sys.argv[2]], check=True)
+        if sys.argv[1:] == ["close"]:
+            spark.stop()  # the server closes the session: its id cannot be used again
+    """)
+    path = tmp_path / "command.py"
+    path.write_text(script)
+
+    def command(*args: str) -> list[list[str]]:
+        r = subprocess.run([sys.executable, str(path), *args], capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert r.returncode == 0, r.stderr[-3000:]
+        return [line.split()[1:] for line in r.stdout.splitlines() if line.startswith("session ")]
+
+    (first,) = command()
+    (second,) = command()
+    assert second[0] == first[0]  # taken over: the same session on the server
+    assert second[1] != "7" and second[2] == "UTC"  # what the last command set is gone; nightshift's settings hold
+    outer, inner = command("both", str(path))
+    assert outer[0] == first[0] and inner[0] != first[0]  # at the same time: two sessions
+    (closed,) = command("close")
+    (after,) = command()
+    assert closed[0] == first[0] and after[0] != first[0] and after[2] == "UTC"
+
+
+@slow
 def test_a_remote_that_does_not_answer_or_is_no_url_is_refused(tmp_path):
     project = tmp_path / "p"
     batches = init_project(project, "retail", rows=200, nights=0)
