@@ -605,6 +605,32 @@ def recompute_sql(view: View, plan, state: str = "new") -> str:
     return f"WITH {', '.join(inner)}\nSELECT * FROM ({body}) AS {q('_ns_view')}" if inner else body
 
 
+def recompute_reads(view: View, plan) -> dict[str, int]:
+    """How many times recomputing `view` tonight names each base table (at state k, __ns_new_<t>): its
+    recompute_sql's table references (a self-join's table twice; a summary view it reads by that view's
+    own references, inlined), or, for an incremental view recomputed instead of propagated, its fact and
+    dimensions once (materialize) and once more for its holistic values. Summary views and auxiliary views
+    are not counted (their relations are the lake copies the nested steps register). The night's plan
+    shares a table that several reads name (runtime.night.SharedScan)."""
+    if view.incremental:
+        times = 2 if view.has_holistic else 1
+        return {t: times for t in dict.fromkeys(view.tables) if _is_base(plan, t)}
+    out: dict[str, int] = {}
+    for sql in [plan.view(name).sql for name in _reads_closure(view, plan)] + [view.sql]:
+        tree = sqlglot.parse_one(sql)
+        ctes = {c.alias_or_name.lower() for c in tree.find_all(sqlglot.exp.CTE)}
+        for t in tree.find_all(sqlglot.exp.Table):
+            if t.name and t.name.lower() not in ctes and _is_base(plan, t.name):
+                name = plan.schema.table(t.name).name
+                out[name] = out.get(name, 0) + 1
+    return out
+
+
+def _is_base(plan, name: str) -> bool:
+    table = plan.schema.table(name)
+    return table is not None and table.view is None
+
+
 def _reads_closure(view: View, plan) -> list[str]:
     """The summary views `view` reads, directly or not, each after the views it reads."""
     out: list[str] = []

@@ -95,6 +95,17 @@ class CopyStep:
 
 
 @dataclass(frozen=True)
+class SharedScan:
+    """A base table at state k (__ns_new_<t>) that tonight's recomputed views name more than once: read
+    once and kept for all of them (spark_jobs/propagate.py persists it), so a night of many small views
+    kept by recompute scans each table once, and a table with deletes pays its EXCEPT ALL once."""
+
+    table: str
+    views: tuple[str, ...]  # the views recomputed tonight that read it, in plan order
+    reads: int  # how many times their SQL names it
+
+
+@dataclass(frozen=True)
 class NightPlan:
     version: int
     batch: str
@@ -108,6 +119,12 @@ class NightPlan:
     levels: tuple[tuple[str, ...], ...]  # the D-lattice's levels (from its shape: the same every night)
     lattice: Lattice | None = None  # the optimized D-lattice costed for this batch (None: lattice off)
     copies: tuple[CopyStep, ...] = ()  # the views the lake copies (Plan.copied_views), in plan order
+    shared: tuple[SharedScan, ...] = ()  # the base tables read once for every view recomputed tonight
+
+    @property
+    def recomputed(self) -> tuple[str, ...]:
+        """The views whose whole contents tonight computes (mode recompute), in plan order."""
+        return tuple(v.view for v in self.views if v.mode == "recompute")
 
     def node(self, name: str) -> NodeStep:
         return next(n for n in self.nodes if n.node == name)
@@ -180,8 +197,24 @@ def plan_night(plan: Plan, info: BatchInfo, base_state: str | None, options: Opt
     return NightPlan(
         version=NIGHT_VERSION, batch=info.batch, plan=plan.fingerprint, base_state=base_state, info=info,
         options=options, statistics=("measured" if measured else "sizes") if lattice else "off",
-        nodes=nodes, views=views, levels=tiers, lattice=lattice, copies=copies,
+        nodes=nodes, views=views, levels=tiers, lattice=lattice, copies=copies, shared=shared_scans(plan, views),
     )
+
+
+def shared_scans(plan: Plan, views: tuple[ViewStep, ...]) -> tuple[SharedScan, ...]:
+    """The base tables that the views recomputed tonight name at least twice in all (emit.recompute_reads),
+    in schema order: each is read once and shared. A table only one read names is left to that read (keeping
+    it would cost a copy and save nothing)."""
+    readers: dict[str, list[str]] = {}
+    reads: dict[str, int] = {}
+    for step, view in zip(views, plan.lake_views):
+        if step.mode != "recompute":
+            continue
+        for table, n in emit.recompute_reads(view, plan).items():
+            readers.setdefault(table, []).append(view.name)
+            reads[table] = reads.get(table, 0) + n
+    return tuple(SharedScan(t.name, tuple(readers[t.name]), reads[t.name])
+                 for t in plan.schema.base_tables if reads.get(t.name, 0) >= 2)
 
 
 def _nodes(plan: Plan, lattice: Lattice, info: BatchInfo, options: Options, level_of: dict,

@@ -61,6 +61,7 @@ def _propagate(spark: SparkSession, plan: Plan, lake: Lake, batch: str, state: L
              f"{len(night.views)} view(s), {len(night.copies)} lake cop{'y' if len(night.copies) == 1 else 'ies'})")
     if level is not None:
         return _propagate_level(spark, plan, lake, night, level, progress, t0, state, meter)
+    shared = _share_scans(spark, night, progress)
     raw: dict[str, DataFrame] = {}
     final: dict[str, DataFrame] = {}
     copied = {c.view for c in night.copies}
@@ -89,6 +90,8 @@ def _propagate(spark: SparkSession, plan: Plan, lake: Lake, batch: str, state: L
     for frame in final.values():
         if frame.is_cached:
             frame.unpersist()
+    for frame in shared:
+        frame.unpersist()
     # the copies of last-level views follow their summary-deltas as written (not computed a second time)
     _copies(spark, plan, lake, night, state, len(night.levels), lambda v: _stored_delta(spark, plan, lake, night, v))
     progress(f"propagate {batch}: {len(frames)} summary-deltas computed and written in {time.perf_counter() - t1:.1f}s")
@@ -117,6 +120,26 @@ def _night(spark: SparkSession, plan: Plan, lake: Lake, info: BatchInfo, state: 
     night = plan_night(plan, info, state.last, options, stats, shape, measured)
     lake.write_night(night)
     return night
+
+
+def _share_scans(spark: SparkSession, night: NightPlan, progress: Progress, level: int | None = None) -> list[DataFrame]:
+    """The base tables the night's plan shares among its recomputed views (NightPlan.shared), at state k, each
+    kept (persisted) so that the one write job reads it once however many views name it: Spark fills the
+    cache with the first task that reads a partition and every other read scans the cache. A table the
+    batch's checks already keep (a dimension table) stays as it is. level: only the tables the views of
+    that level read. Returns what it persisted, for the caller to release once the night is written."""
+    kept, names = [], []
+    for scan in night.shared:
+        if level is not None and all(night.view(v).level != level for v in scan.views):
+            continue
+        names.append(scan.table)
+        relation = emit.rel("new", scan.table)
+        if not spark.catalog.isCached(relation):
+            kept.append(spark.table(relation).persist())
+    if names:
+        progress(f"propagate {night.batch}: {len(night.recomputed)} view(s) recomputed; base table(s) read once for "
+                 f"all of them: {', '.join(names)}")
+    return kept
 
 
 def _copies(spark: SparkSession, plan: Plan, lake: Lake, night: NightPlan, state: LakeState, level: int,
@@ -174,6 +197,7 @@ def _propagate_level(spark: SparkSession, plan: Plan, lake: Lake, night: NightPl
                 f"run propagate --level 0 .. {level} in order (or propagate without --level)")
     lake.invalidate_levels(batch, level)
     mine = night.nodes_of_level(level)
+    shared = _share_scans(spark, night, progress, level)
     _copies(spark, plan, lake, night, state, level, lambda v: _stored_delta(spark, plan, lake, night, v))
     _old_extremes(spark, plan, lake, night, state, level)
     raw = along_lattice(spark, plan, night, {n.node for n in mine}, lambda n: lake.node_dir(batch, n))
@@ -188,6 +212,8 @@ def _propagate_level(spark: SparkSession, plan: Plan, lake: Lake, night: NightPl
         shutil.rmtree(out / f"{PART}={step.part}", ignore_errors=True)  # an emptied delta must not leave an old file
     if frames:
         _write_together(frames, out, replace_all=False)
+    for frame in shared:
+        frame.unpersist()
     deltas = _results(frames, out, lambda d: progress(f"propagate {batch} level {level}: sd_{d.view}: {d.rows} rows"))
     if level == len(night.levels) - 1:  # the copies of last-level views follow their summary-deltas just written
         _copies(spark, plan, lake, night, state, level + 1, lambda v: _stored_delta(spark, plan, lake, night, v))
@@ -300,21 +326,39 @@ def _summary_delta(spark: SparkSession, view: View, step: ViewStep, changed: fro
 
 def _write_together(frames: list[tuple[ViewStep, View, DataFrame]], out: Path, replace_all: bool = True) -> None:
     """All summary-deltas of the night (or of one level) in ONE Spark job: their stages run side by
-    side and the night pays one output commit. Each view's columns get the prefix v<i>__ and its rows
-    land in part=<i>/ (the warehouse reads back only its own columns). replace_all=False replaces only
-    the part=<i>/ folders written (other levels' stay); the files beside them (_night.json, _copies/) stay.
-    No frames (a project with no summary view): nothing is written."""
+    side, the base tables the night shares are scanned once for all of them (_share_scans), and the night
+    pays one output commit. Each view's columns get the prefix v<i>__ and its rows land in part=<i>/ (the
+    warehouse reads back only its own columns). replace_all=False replaces only the part=<i>/ folders
+    written (other levels' stay); the files beside them (_night.json, _copies/) stay. No frames (a
+    project with no summary view): nothing is written.
+
+    The union is one SQL statement over the frames (each a temporary view), every part selecting its own
+    columns and a typed NULL for every other part's: Spark analyzes it once, where a chain of
+    unionByName calls re-analyzed the growing union once per view (quadratic in a project's views)."""
     if replace_all:  # every part=<i>/ goes (an earlier run may have had more views); _night.json and _copies/ stay
         for old in out.glob(f"{PART}=*"):
             shutil.rmtree(old)
     if not frames:
         return
+    spark = frames[0][2].sparkSession
+    fields = [(step, df.schema.fields) for step, _, df in frames]
+    every = [(step.prefix + f.name, f.dataType.simpleString()) for step, fs in fields for f in fs]
     parts = []
-    for step, _, df in frames:
-        cols = [F.col(ident(c, "spark")).alias(step.prefix + c) for c in df.columns]
-        parts.append(df.select(F.lit(step.part).alias(PART), *cols))
-    union = parts[0]
-    for p in parts[1:]:
-        union = union.unionByName(p, allowMissingColumns=True)
+    for (step, _, df), (_, fs) in zip(frames, fields):
+        relation = emit.rel("part", str(step.part))
+        df.createOrReplaceTempView(relation)
+        own = {step.prefix + f.name: f.name for f in fs}
+        cols = [f"{step.part} AS {PART}"] + [
+            f"{ident(own[c], 'spark')} AS {ident(c, 'spark')}" if c in own else f"{_null_of(t)} AS {ident(c, 'spark')}"
+            for c, t in every]
+        parts.append(f"SELECT {', '.join(cols)} FROM {relation}")
+    union = spark.sql("\nUNION ALL\n".join(parts))
     union.repartition(PART).write.mode("overwrite").option("partitionOverwriteMode", "dynamic").partitionBy(PART) \
         .parquet(str(out))
+    for step, _, _ in frames:
+        spark.catalog.dropTempView(emit.rel("part", str(step.part)))
+
+
+def _null_of(spark_type: str) -> str:
+    """A NULL of a Spark type (as DataType.simpleString spells it), for a column of another part."""
+    return "NULL" if spark_type in ("void", "null") else f"CAST(NULL AS {spark_type})"
