@@ -21,7 +21,7 @@ from lattice.ir import Lattice, ModeChoice, Plan, View
 from lattice.passes.choose_modes import choose_modes
 from runtime.options import Options
 
-NIGHT_VERSION = 3
+NIGHT_VERSION = 4
 
 
 @dataclass(frozen=True)
@@ -108,6 +108,8 @@ class NightPlan:
     levels: tuple[tuple[str, ...], ...]  # the D-lattice's levels (from its shape: the same every night)
     lattice: Lattice | None = None  # the optimized D-lattice costed for this batch (None: lattice off)
     copies: tuple[CopyStep, ...] = ()  # the views the lake copies (Plan.copied_views), in plan order
+    # the Delta version of every lake table (base tables, copies) the night reads: the lake's state when planned
+    base_versions: tuple[tuple[str, int], ...] = ()
 
     def node(self, name: str) -> NodeStep:
         return next(n for n in self.nodes if n.node == name)
@@ -156,7 +158,7 @@ def measures(info: BatchInfo, options: Options) -> bool:
 
 def plan_night(plan: Plan, info: BatchInfo, base_state: str | None, options: Options,
                stats: Statistics | None, shape: Lattice | None = None, measured: bool = False,
-               choose_mode: bool = True) -> NightPlan:
+               choose_mode: bool = True, base_versions: tuple[tuple[str, int], ...] = ()) -> NightPlan:
     """The night's plan for batch `info` over the base at `base_state` (see the module docstring).
     choose_mode False: every incremental view by its summary-delta (materialize along the lattice)."""
     shape = shape if shape is not None else lattice_shape(plan)
@@ -180,7 +182,7 @@ def plan_night(plan: Plan, info: BatchInfo, base_state: str | None, options: Opt
     return NightPlan(
         version=NIGHT_VERSION, batch=info.batch, plan=plan.fingerprint, base_state=base_state, info=info,
         options=options, statistics=("measured" if measured else "sizes") if lattice else "off",
-        nodes=nodes, views=views, levels=tiers, lattice=lattice, copies=copies,
+        nodes=nodes, views=views, levels=tiers, lattice=lattice, copies=copies, base_versions=base_versions,
     )
 
 
