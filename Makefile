@@ -20,12 +20,13 @@ TEST_WORKERS ?= 2
 CONNECT_PORT ?= 15002
 CONNECT_MASTER ?= local[2]
 
-.PHONY: venv postgres demo test test-fast docs bench airflow cluster cluster-stop cluster-status spark-connect spark-connect-stop spark-connect-status clean help
+.PHONY: venv postgres spark-packages demo test test-fast docs bench airflow cluster cluster-stop cluster-status spark-connect spark-connect-stop spark-connect-status clean help
 
 help:
 	@echo "make demo    - set up .venv and run the retail example ($(ROWS) rows, $(NIGHTS) nights) end to end"
 	@echo "make test    - bring up PostgreSQL on 127.0.0.1:5432 and run the test suite (layer contract + every test)"
 	@echo "make postgres - bring up PostgreSQL on 127.0.0.1:5432 only (installs and starts it if needed)"
+	@echo "make spark-packages - fetch the Spark packages the lake needs (Delta Lake) into Spark's package cache"
 	@echo "make test-fast - the layer contract, the compiler and the tests without Spark or Airflow (about a minute)"
 	@echo "make docs    - build the documentation site into build/site (mkdocs --strict, offline)"
 	@echo "make bench   - run the benchmarks (writes bench/REPORT.md)"
@@ -57,8 +58,14 @@ postgres:
 	elif [ "$$CI" = true ]; then echo "FAIL: PostgreSQL is required under CI=true and could not be brought up" >&2; exit 1; \
 	else echo "postgres: not available; the PostgreSQL tests will be skipped" >&2; fi
 
+# Delta Lake's jars (the lake's table format) from Maven Central into Spark's package cache
+# (~/.cache/nightshift/ivy, or NIGHTSHIFT_IVY_CACHE): once per machine, so the test workers, spark-submit and the
+# Spark Connect server resolve them from the cache instead of each downloading them at its first start
+spark-packages: $(STAMP)
+	$(BIN)/python bin/spark-packages
+
 # two pytest-xdist workers, the slowest units of work first (tests/conftest.py); TEST_WORKERS=0 runs serially
-test: $(STAMP) postgres docs
+test: $(STAMP) postgres spark-packages docs
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=15 tests
 

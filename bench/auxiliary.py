@@ -31,7 +31,7 @@ ROWS_READ_NOTE = ("Rows read: the rows of the row groups Spark's Parquet scans r
                   "`rows_read`, before filters), summed over scans; a night with deletes also reads pos to check that "
                   "each delete names an existing row (every project).")
 from nightshift.cycle import Cycle
-from runtime.lake import parquet_rows
+from runtime.lake import delta_snapshot
 
 NAME = "store_items"
 VIEW = (f"CREATE VIEW {NAME} AS SELECT storeID, COUNT(DISTINCT itemID) AS items, COUNT(*) AS sales "
@@ -57,17 +57,19 @@ def _sizes(cycle: Cycle) -> dict:
 def sizes(cycle: Cycle, aux_view: str, columns: tuple[str, ...]) -> dict:
     """An auxiliary view's rows and bytes in the lake, and the naive auxiliary data's rows (every pos row)
     and bytes (the pos `columns` it would hold, compressed, from pos's Parquet footers)."""
-    aux = cycle.lake.current_base_dir(aux_view)
-    pos = cycle.lake.current_base_dir("pos")
+    state = cycle.lake.state()
+    aux, pos = cycle.lake.table_path(aux_view), cycle.lake.table_path("pos")
+    _, aux_files = delta_snapshot(aux, state.version(aux_view))
+    _, pos_files = delta_snapshot(pos, state.version("pos"))
     naive_bytes = 0
-    for f in sorted(Path(pos).glob("*.parquet")):
+    for f in sorted(pos / p for p in pos_files):
         meta = pq.ParquetFile(f).metadata
         for g in range(meta.num_row_groups):
             group = meta.row_group(g)
             naive_bytes += sum(group.column(c).total_compressed_size for c in range(group.num_columns)
                                if group.column(c).path_in_schema in columns)
-    return {"aux_rows": parquet_rows(aux), "aux_bytes": sum(f.stat().st_size for f in Path(aux).glob("*.parquet")),
-            "naive_rows": parquet_rows(pos), "naive_bytes": naive_bytes}
+    return {"aux_rows": cycle.lake.rows(aux_view, state), "aux_bytes": sum(a["size"] for a in aux_files.values()),
+            "naive_rows": cycle.lake.rows("pos", state), "naive_bytes": naive_bytes}
 
 
 def write_report(out: Path, args, load: float, r: dict) -> None:

@@ -25,6 +25,7 @@ from lattice.sql import literal as lit
 from lattice.sql import to_dialect
 from nightshift.cycle import Cycle
 from nightshift.oracle import duckdb_base
+from runtime.delta import register_base
 from runtime.options import Options
 from spark_jobs.materialize import materialize
 from lattice.refresh import delta_columns, summary_columns
@@ -88,10 +89,9 @@ def _register_base(conn, cycle: Cycle, changes: dict[str, list[Path]]) -> None:
     change only the fact table) and the batch's insertions and deletions."""
     state = cycle.lake.state()
     for t in cycle.plan.schema.base_tables:
-        base = cycle.lake.current_base_dir(t.name, state)
+        register_base(conn.connection.driver_connection, cycle.lake, t, state)  # the lake's one DuckDB reader
         cols = ", ".join(q(c.name) for c in t.columns)
-        conn.exec_driver_sql(f"CREATE OR REPLACE TEMP VIEW {emit.rel('old', t.name)} AS "
-                             f"SELECT {cols} FROM read_parquet({lit(str(base) + '/*.parquet')})")
+        conn.exec_driver_sql(f"CREATE OR REPLACE TEMP VIEW {emit.rel('old', t.name)} AS SELECT {cols} FROM {q(t.name)}")
         conn.exec_driver_sql(f"CREATE OR REPLACE TEMP VIEW {emit.rel('new', t.name)} AS SELECT * FROM {emit.rel('old', t.name)}")
         files = changes.get(t.name)
         for kind, op in (("ins", "insert"), ("del", "delete")):

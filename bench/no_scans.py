@@ -143,9 +143,7 @@ def run(root: Path, rows: int, fraction: float, kind: str) -> dict:
 
 
 def _rows(cycle: Cycle, name: str) -> int:
-    from runtime.lake import parquet_rows
-
-    return parquet_rows(cycle.lake.current_base_dir(name))
+    return cycle.lake.rows(name, cycle.lake.state())
 
 
 def write_report(out: Path, args, load: float, r: dict) -> None:

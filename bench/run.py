@@ -160,7 +160,6 @@ class Base:
         from bench import measure
         from bench.lattice import slim
         from nightshift.example import batch_id, write_batch
-        from runtime.lake import parquet_rows
 
         self.nights += 1
         day = self.gen.days + self.nights
@@ -169,7 +168,7 @@ class Base:
                  else self.gen.insertion_generating(day, point.changes))
         write_batch(self.lake, "pos", b, frame)
         c = self.cycle
-        pos_rows = parquet_rows(c.lake.current_base_dir("pos"))
+        pos_rows = c.lake.rows("pos", c.lake.state())
         manifests, seconds = {}, {}
         for mode in ("0", "1"):  # without the lattice, then with it (its summary-deltas stay for refresh)
             c.set_options(lattice=mode == "1")

@@ -16,6 +16,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 
 from runtime.errors import ConfigError, NightshiftError
 from nightshift import config
+from spark_jobs.packages import delta_conf
 
 WAREHOUSE_URL_ENV = "NIGHTSHIFT_WAREHOUSE_URL"  # nightshift.config lets it override [warehouse] url
 # libpq connection parameters a PostgreSQL connection's extras may carry into the URL; the rest of the
@@ -100,6 +101,8 @@ class NightshiftSparkSubmit(SparkSubmitOperator):
     """
 
     def __init__(self, *, warehouse_conn_id: str = "", **kwargs):
+        # the lake's Delta tables: every spark-submit loads Delta (the task's own conf wins)
+        kwargs["conf"] = {**delta_conf(), **(kwargs.get("conf") or {})}
         super().__init__(**kwargs)
         self.warehouse_conn_id = warehouse_conn_id
 

@@ -12,6 +12,15 @@ Sources come from nightshift.toml or the command line:
     path = "logs/events-{batch_id}.parquet"
     since_column = "loaded_at"
 
+    [capture.orders]
+    kind = "delta"                         # a Delta table with its change data feed on
+    path = "/data/delta/orders"
+
+A Delta source needs no Spark: its change data feed between the version the previous batch captured and
+the newest version becomes the batch (runtime.delta reads it with the deltalake package); its first
+capture compares the whole table with the lake's base. Once captured, it follows its feed, not the base, so
+an earlier batch may still wait unapplied.
+
 A capture compares with the lake's base as of the last applied batch, so batch ID must come after it and no
 other batch may wait unapplied (its changes would be missing from that base). It is idempotent: a rerun
 before propagate writes the same batch; a batch propagate has used is never overwritten (capture says so
@@ -29,10 +38,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
 from lattice.ir import Table
+from lattice.sql import ident
 from nightshift.config import CAPTURE_KEYS, Project
+from nightshift.load import OP, arrow_type, batch_schema
+from runtime import delta
 from runtime.capture import KINDS, CaptureRecord
-from runtime.errors import BatchOrderError, ConfigError
+from runtime.delta import register_base
+from runtime.errors import BadChangeBatch, BatchOrderError, ConfigError
 from runtime.lake import Lake, check_batch_id
 from spark_jobs.capture import capture_table, source_files
 from spark_jobs.session import get_spark
@@ -44,7 +62,7 @@ _DATE_ID = re.compile(r"^(\d{4})(\d{2})(\d{2})$")
 @dataclass(frozen=True)
 class Source:
     table: str
-    kind: str  # snapshot | cdc | append
+    kind: str  # snapshot | cdc | append | delta
     path: str  # may hold {batch_id} and {ds}; relative paths are relative to the project folder
     since_column: str | None = None  # append sources: the column whose watermark is kept
 
@@ -75,7 +93,8 @@ def configured_sources(project: Project) -> tuple[Source, ...]:
         if kind not in KINDS:
             raise ConfigError(f"{where}: kind must be one of {', '.join(repr(k) for k in KINDS)}, got {kind!r}")
         if not isinstance(path, str) or not path:
-            raise ConfigError(f"{where}: path must be a file, folder or glob, e.g. \"extracts/{table}/{{ds}}/*.parquet\"")
+            raise ConfigError(f"{where}: path must be a file, folder or glob, e.g. \"extracts/{table}/{{ds}}/*.parquet\""
+                              + (" (a delta source: the Delta table's folder)" if kind == "delta" else ""))
         if (kind == "append") != (since is not None):
             raise ConfigError(f"{where}: " + ("an append source needs since_column = \"<column>\"" if kind == "append"
                                                else "since_column applies to append sources only"))
@@ -161,24 +180,30 @@ def capture(project: Project, batch: str, sources: tuple[Source, ...] | None = N
     used = lake.batch_used(batch, state)
     if used:
         return CaptureResult(batch, skipped=f"{used}; capture never overwrites a batch propagate has read")
-    _check_order(lake, batch, state.last, state.applied)
+    _check_order(lake, batch, state.last, state.applied, compares=any(not _follows_feed(lake, s, batch) for s in sources))
     jobs = []
     for s in sources:
         table = _base_table(project, s.table, f"capture of batch {batch}")
         _check_overwrite(lake, table.name, batch)
         where = f"capture of batch {batch}, table {table.name}"
-        jobs.append((s, table, source_files(source_path(project, s, batch, ds), s.kind, where)))
+        path = source_path(project, s, batch, ds)
+        jobs.append((s, table, delta_source(path, where) if s.kind == "delta" else source_files(path, s.kind, where)))
     if len({table.name for _, table, _ in jobs}) < len(jobs):
         raise ConfigError(f"capture of batch {batch}: one source per table")
-    session = spark or (spark_factory() if spark_factory else
-                        get_spark(project.spark_master, f"nightshift:{project.name}", project.spark_remote))
+    session = None
     written: list[tuple[str, Path, CaptureRecord]] = []
     try:
         for s, table, files in jobs:
-            progress(f"capture {batch}: {table.name} from {s.kind} {files.path} ({len(files.files)} file(s))")
             folder = lake.capture_tmp_dir(table.name, batch)
             shutil.rmtree(folder, ignore_errors=True)
-            record = capture_table(session, lake, state, table, s.kind, files, batch, folder, s.since_column)
+            if s.kind == "delta":
+                progress(f"capture {batch}: {table.name} from the Delta table {files}")
+                record = capture_delta(lake, state, table, files, batch, folder)
+            else:
+                progress(f"capture {batch}: {table.name} from {s.kind} {files.path} ({len(files.files)} file(s))")
+                session = session or spark or (spark_factory() if spark_factory else get_spark(
+                    project.spark_master, f"nightshift:{project.name}", project.spark_remote))
+                record = capture_table(session, lake, state, table, s.kind, files, batch, folder, s.since_column)
             lake.write_capture(folder, record)
             written.append((table.name, folder, record))
         for table_name, folder, _ in written:  # all sources read and checked: now they appear
@@ -189,21 +214,146 @@ def capture(project: Project, batch: str, sources: tuple[Source, ...] | None = N
     return CaptureResult(batch, tuple(r for _, _, r in written), seconds=time.perf_counter() - t0)
 
 
-def _check_order(lake: Lake, batch: str, last: str | None, applied: tuple[str, ...]) -> None:
+def _follows_feed(lake: Lake, source: Source, batch: str) -> bool:
+    """A Delta source captured before `batch`: its batch follows its change data feed, not the base."""
+    if source.kind != "delta":
+        return False
+    last = lake.last_capture(source.table, batch)
+    return last is not None and last.kind == "delta"
+
+
+def _check_order(lake: Lake, batch: str, last: str | None, applied: tuple[str, ...], compares: bool = True) -> None:
     """A capture compares with the base as of the last applied batch: `batch` must come after it, and no other
     batch may be waiting (an earlier one's changes are not in that base; a later one was computed without
-    `batch`)."""
+    `batch`). Only a capture that compares with the base (`compares`) minds an earlier batch waiting: a Delta
+    source's change data feed continues from the version its previous batch captured."""
     if last is not None and batch < last:
         raise BatchOrderError(f"capture of batch {batch}: batch {last} is already applied and batches apply in id order; "
                               f"capture the changes as a batch with an id after {last}")
     waiting = [b for b in lake.batch_ids() if b != batch and b not in applied]
     earlier = [b for b in waiting if b < batch]
-    if earlier:
+    if earlier and compares:
         raise BatchOrderError(f"capture of batch {batch}: batch {earlier[0]} is not applied yet, so the base that capture "
                               f"compares with would miss its changes; run nightshift run --batch {earlier[0]} first")
-    if waiting:
-        raise BatchOrderError(f"capture of batch {batch}: batch {waiting[0]} already waits after it; capture writes the "
-                              f"newest batch only (run or remove {waiting[0]} first)")
+    later = [b for b in waiting if b > batch]
+    if later:
+        raise BatchOrderError(f"capture of batch {batch}: batch {later[0]} already waits after it; capture writes the "
+                              f"newest batch only (run or remove {later[0]} first)")
+
+
+# ---------------------------------------------------------------- Delta tables' change data feed
+
+
+def delta_source(path: str, where: str) -> str:
+    """A Delta source's table folder, checked: it must be a Delta table with its change data feed on."""
+    if not delta.is_delta_table(path):
+        raise BadChangeBatch(f"{where}: {path} is not a Delta table (no _delta_log folder); a delta source's path "
+                             f"is the table's folder; nothing was written")
+    config = delta.open_table(path).metadata().configuration or {}
+    if str(config.get("delta.enableChangeDataFeed", "false")).lower() != "true":
+        raise BadChangeBatch(f"{where}: the Delta table {path} does not record its changes; turn its change data feed "
+                             f"on (ALTER TABLE ... SET TBLPROPERTIES (delta.enableChangeDataFeed = true)) and capture "
+                             f"again; nothing was written")
+    return path
+
+
+def capture_delta(lake: Lake, state, table: Table, path: str, batch: str, folder: Path) -> CaptureRecord:
+    """Table's changes for batch `batch` from the Delta table at `path`, written into `folder` (one Parquet
+    file, rows sorted: the same changes give the same file).
+
+    The change data feed of the versions after the one the previous batch captured, up to the newest: an
+    insert and an update's new image are inserts, a delete and an update's old image deletes, netted per
+    row image over the whole range (bag semantics: a row inserted and deleted within the range gives
+    nothing, whatever the order of its commits; what remains applies to the base as one batch). A rerun of
+    the batch reads the same versions again. The first capture of a table has no previous version: the
+    table as it is, compared whole with the lake's base."""
+    where = f"capture of batch {batch}, table {table.name}"
+    rerun, last = lake.read_capture(table.name, batch), lake.last_capture(table.name, batch)
+    end = rerun.delta_version if rerun is not None and rerun.delta_version is not None else delta.version(path)
+    since = last.delta_version if last is not None and last.kind == "delta" else None
+    con = duckdb.connect()
+    try:
+        if since is None:
+            con.register("__ns_source", _declared(delta.read_table(path, end), table, path, where))
+            register_base(con, lake, table, state)
+            signed = (f"SELECT *, 1 AS _ns_sign FROM __ns_source UNION ALL "
+                      f"SELECT {', '.join(ident(c) for c in table.column_names)}, -1 FROM {ident(table.name)}")
+        elif end < since:
+            raise BadChangeBatch(f"{where}: the Delta table {path} is at version {end}, before version {since} that "
+                                 f"batch {last.batch} captured (was it restored or recreated?); nothing was written")
+        else:
+            con.register("__ns_source", _feed(path, since, end, table, where))
+            signed = "SELECT * FROM __ns_source"
+        inserted, deleted = _write_net(con, signed, table, folder)
+    finally:
+        con.close()
+    return CaptureRecord(table.name, batch, "delta", (str(path),), inserted, deleted, state.last,
+                         delta_version=end, delta_since=since)
+
+
+_SIGNS = {"insert": 1, "update_postimage": 1, "delete": -1, "update_preimage": -1}
+
+
+def _feed(path: str, since: int, end: int, table: Table, where: str):
+    """The change data feed of versions since+1..end as the declared columns plus _ns_sign (+1 / -1)."""
+    if end == since:
+        rows = _declared(delta.snapshot(path, end).schema.empty_table(), table, path, where)
+        return rows.append_column("_ns_sign", pa.array([], pa.int64()))
+    try:
+        feed = pa.RecordBatchReader.from_stream(delta.open_table(path).load_cdf(since + 1, end)).read_all()
+    except Exception as e:  # deltalake's errors: DeltaError, or Arrow's when a data file is gone
+        text = str(e)
+        if "does not have change data enabled" in text:
+            why = "its change data feed was off for some of these versions; capture them as a snapshot comparison"
+        elif "not found" in text or "No such file" in text or "Invalid table version" in text:
+            why = ("their files or log entries were removed (VACUUM, log retention): keep the feed longer than the "
+                   "time between captures")
+        else:
+            why = text.strip().splitlines()[0] if text.strip() else type(e).__name__
+        raise BadChangeBatch(f"{where}: cannot read the change data feed of the Delta table {path}, versions "
+                             f"{since + 1} to {end}: {why}; nothing was written") from None
+    kinds = feed.column("_change_type").to_pylist()
+    unknown = sorted(set(kinds) - set(_SIGNS))
+    if unknown:
+        raise BadChangeBatch(f"{where}: the change data feed of {path} holds change type(s) {', '.join(unknown)}; "
+                             f"nothing was written")
+    rows = _declared(feed, table, path, where)
+    return rows.append_column("_ns_sign", pa.array([_SIGNS[k] for k in kinds], pa.int64()))
+
+
+def _declared(rows: pa.Table, table: Table, path: str, where: str) -> pa.Table:
+    """The declared columns of `table` from a Delta table's rows (names matched without regard to case; its
+    other columns left out: bag semantics over the declared columns stays exact), in the batch's types."""
+    by_lower = {n.lower(): n for n in rows.column_names}
+    missing = [c.name for c in table.columns if c.name.lower() not in by_lower]
+    if missing:
+        raise BadChangeBatch(f"{where}: the Delta table {path} has no column(s) {', '.join(missing)} "
+                             f"(table {table.name} has {', '.join(table.column_names)}); nothing was written")
+    out = delta.plain(rows.select([by_lower[c.name.lower()] for c in table.columns]))
+    out = out.rename_columns(list(table.column_names))
+    for c in table.columns:
+        try:
+            out = out.set_column(out.schema.get_field_index(c.name), c.name,
+                                 pc.cast(out.column(c.name), arrow_type(c.type), safe=True))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            raise BadChangeBatch(f"{where}: column {c.name} of the Delta table {path} is {out.column(c.name).type}, "
+                                 f"which does not convert exactly to {c.type} ({e}); nothing was written") from None
+    return out
+
+
+def _write_net(con, signed: str, table: Table, folder: Path) -> tuple[int, int]:
+    """Net the signed rows per row image (NULLs equal) and write folder/part-00000.parquet: n > 0 gives n
+    inserts, n < 0 gives -n deletes, sorted by every column and _op."""
+    cols = ", ".join(ident(c) for c in table.column_names)
+    net = (f"SELECT {cols}, CASE WHEN n > 0 THEN 'insert' ELSE 'delete' END AS {OP} FROM "
+           f"(SELECT *, unnest(range(CAST(abs(n) AS BIGINT))) AS _ns_i FROM "
+           f"(SELECT {cols}, SUM(_ns_sign) AS n FROM ({signed}) GROUP BY ALL HAVING SUM(_ns_sign) <> 0)) ORDER BY ALL")
+    rows = con.sql(net).to_arrow_table()
+    rows = pa.table({f.name: rows.column(i).cast(f.type) for i, f in enumerate(batch_schema(table))})
+    folder.mkdir(parents=True, exist_ok=True)
+    pq.write_table(rows, folder / "part-00000.parquet")
+    ops = rows.column(OP).to_pylist()
+    return ops.count("insert"), ops.count("delete")
 
 
 def _check_overwrite(lake: Lake, table: str, batch: str) -> None:

@@ -107,7 +107,8 @@ def _parser() -> argparse.ArgumentParser:
                    "recompute from the base tables (reads everything: slow on large tables)")
     c = cmd("capture", _capture, "Turn the night's sources into change batch ID (lake/changes/<table>/batch_id=<ID>): a "
             "table snapshot (Parquet or CSV, compared with the base as of the last applied batch), a Debezium CDC feed "
-            "(JSON lines) or an append-only log; without --table, every [capture.<table>] source of nightshift.toml. "
+            "(JSON lines), an append-only log or a Delta table's change data feed ([capture.<table>] kind = \"delta\"); "
+            "without --table, every [capture.<table>] source of nightshift.toml. "
             "Safe to rerun; never overwrites a batch propagate has read.", batch=True)
     c.add_argument("--table", metavar="T", help="capture this table only: its [capture.T] source, or the path given below")
     source = c.add_mutually_exclusive_group()
@@ -133,6 +134,9 @@ def _parser() -> argparse.ArgumentParser:
                    ".json/.jsonl (one object a line), .parquet")
     cmd("publish", _step("publish"), "Mark a validated night published in the ledger (published_at; the Airflow DAG's "
         "publish task does this and emits its asset event). Refused until nightshift validate passed.", batch=True)
+    cmd("migrate-lake", _migrate_lake, "Convert a lake of the earlier format (versioned Parquet folders under lake/base/) "
+        "into Delta tables under lake/tables/, keeping the applied batches; once converted, it does nothing. Safe to "
+        "rerun: lake/base/ goes only after every table was converted and counted.")
     c = cmd("verify", _verify, "Compare every served view with a from-scratch recompute (DuckDB and/or Spark).")
     c.add_argument("--engine", choices=["duckdb", "spark", "both"], default="duckdb")
     c = cmd("status", _status, "Show applied batches (ledger and lake), pending batches, and how the last night kept "
@@ -440,10 +444,30 @@ def _capture(args) -> int:
     if r.skipped:
         print(f"capture {args.batch}: skipped ({r.skipped})")
     for rec in r.records:
-        print(f"capture {args.batch}: {rec.table} from {rec.kind}: {rec.inserted} insert(s), {rec.deleted} delete(s) "
-              f"(against base {rec.base or '(empty)'}; {len(rec.sources)} file(s))")
+        read = (f"Delta versions {rec.delta_since + 1}..{rec.delta_version}" if rec.delta_since is not None else
+                f"against base {rec.base or '(empty)'}; Delta version {rec.delta_version}") if rec.kind == "delta" else \
+            f"against base {rec.base or '(empty)'}; {len(rec.sources)} file(s)"
+        print(f"capture {args.batch}: {rec.table} from {rec.kind}: {rec.inserted} insert(s), {rec.deleted} delete(s) ({read})")
     if r.records:
         print(f"capture {args.batch}: done in {r.seconds:.2f}s; next: nightshift run --project {args.project} --batch {args.batch}")
+    return 0
+
+
+def _migrate_lake(args) -> int:
+    from nightshift.cycle import stderr_progress
+    from nightshift.migrate import migrate_lake, old_format
+    from runtime.lake import Lake
+    from spark_jobs.session import get_spark
+
+    project = load_project(args.project, "applied")
+    lake = Lake(project.lake)
+    spark = get_spark(project.spark_master, f"nightshift:{project.name}", project.spark_remote) if old_format(lake) else None
+    m = migrate_lake(project, spark, stderr_progress)
+    if m.already:
+        print(f"migrate-lake: {lake.root} is already a lake of Delta tables; nothing to do")
+        return 0
+    print(f"migrate-lake: {len(m.tables)} table(s) converted to Delta tables under {lake.tables}; applied batches kept: "
+          f"{', '.join(m.applied) or 'none'}")
     return 0
 
 

@@ -25,7 +25,7 @@ from nightshift.config import Project
 from lattice.layer import built_parents, changed_message
 from runtime.errors import BatchOrderError, ConfigError, PlanChanged, WarehouseError
 from runtime.faults import checkpoint
-from runtime.lake import Lake, check_batch_id, parquet_rows
+from runtime.lake import Lake, LakeState, check_batch_id
 from runtime.manifest import Manifest
 from runtime.night import BatchInfo
 from runtime.options import Options
@@ -165,7 +165,7 @@ class Cycle:
             return StepResult("propagate", batch, skipped=f"batch {batch} is already {status}")
         self._ensure_summary_tables()
         state = self.lake.state()
-        done = self._propagated(batch, level, state.last)
+        done = self._propagated(batch, level, state)
         if done:
             return StepResult("propagate" if level is None else f"propagate --level {level}", batch, skipped=done)
         result = propagate(self.spark, self.plan, self.lake, batch, state, self.options, self.progress, level)
@@ -181,17 +181,17 @@ class Cycle:
         status = self.status(batch)
         if step == "propagate":
             return f"batch {batch} is already {status}" if status != "pending" else \
-                self._propagated(batch, level, self.lake.state().last)
+                self._propagated(batch, level, self.lake.state())
         if step == "apply-base" and status == "done":
             return f"batch {batch} is already applied to the base"
         return None
 
-    def _propagated(self, batch: str, level: int | None, base_state: str | None) -> str | None:
+    def _propagated(self, batch: str, level: int | None, state: LakeState) -> str | None:
         """Why propagate (of one level) has nothing left to do for `batch`: its output is complete for
-        this plan, these options and this base state (a rerun finds the work done without starting
-        Spark); None when it must run."""
+        this plan, these options and this lake state (its last batch and every table's version: a rerun
+        finds the work done without starting Spark); None when it must run."""
         night = self.lake.read_night(batch)
-        if night is None or (night.plan, night.base_state, night.options) != (self.plan.fingerprint, base_state, self.options):
+        if night is None or (night.plan, night.options) != (self.plan.fingerprint, self.options) or not state.planned(night):
             return None
         if level is not None and level < len(night.levels) - 1:
             record = self.lake.read_level(batch, level)
@@ -234,7 +234,7 @@ class Cycle:
         state = self.lake.state()
         if manifest is None:
             raise WarehouseError(f"refresh {batch}: no summary-deltas for batch {batch}; run nightshift propagate --batch {batch} first")
-        if manifest.plan != self.plan.fingerprint or manifest.base_state != state.last:
+        if manifest.plan != self.plan.fingerprint or not state.planned(manifest.night):
             raise WarehouseError(
                 f"refresh {batch}: the summary-deltas of batch {batch} are stale (computed for another plan or base state); "
                 f"rerun nightshift propagate --batch {batch}"
@@ -328,7 +328,7 @@ class Cycle:
         facts = {self.plan.view(n).fact for n in change.rebuild if self.plan.view(n).mode == "delta"}
         rows = {v.name: self.warehouse.row_count(v) for v in self.plan.views  # the tables a new view may come from
                 if v.mode == "delta" and v.fact in facts and v.name not in change.rebuild}
-        base_rows = {t: parquet_rows(self.lake.current_base_dir(t, state)) for t in self.plan.fact_tables
+        base_rows = {t: self.lake.rows(t, state) for t in self.plan.fact_tables
                      if self.plan.schema.table(t).view is None}
         parents = built_parents(self.plan, change.rebuild, rows, base_rows) if self.options.apply_from_tables else {}
         built = {}  # a new view from a summary table that stays (issue 20), not from the base

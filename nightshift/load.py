@@ -34,10 +34,11 @@ import pyarrow.parquet as pq
 from lattice import types
 from lattice.ir import Column, Table
 from lattice.passes.parse_schema import parse_schema
-from lattice.sql import base_select_list, duckdb_read_parquet, ident
+from lattice.sql import ident
 from nightshift.config import Project
 from runtime.errors import BadChangeBatch, ConfigError
-from runtime.lake import Lake, LakeState, check_batch_id, parquet_columns
+from runtime.delta import register_base
+from runtime.lake import Lake, LakeState, check_batch_id
 from runtime.night import BatchInfo
 
 OP = "_op"
@@ -500,22 +501,20 @@ def _expand_deletes(lake: Lake, state: LakeState, batch: str, table: Table, keys
 
 
 def _base_rows(lake: Lake, state: LakeState, table: Table, key: list[str], wanted: set[tuple]) -> dict:
-    """The base rows of `table` whose primary key is in `wanted` (DuckDB over the current version's
-    Parquet files: a semi-join, no JVM)."""
-    files = lake.base_files(table.name, state)
-    if not files or not wanted:
+    """The base rows of `table` whose primary key is in `wanted` (DuckDB over the table's Delta version in
+    the lake's state, read as the oracle reads it: a semi-join, no JVM)."""
+    if state.version(table.name) is None or not wanted:
         return {}
     import duckdb  # deferred: only key-only deletes read the base
 
-    # the base read as the oracle reads it: a column declared after the version was written reads NULL
-    cols = base_select_list([(c.name, c.type) for c in table.columns], parquet_columns(files))
     keys = pa.table({k: pa.array([w[i] for w in wanted], arrow_type(table.column(k).type)) for i, k in enumerate(key)})
     con = duckdb.connect()
     try:
-        con.register("ns_keys", keys)
+        register_base(con, lake, table, state)
+        con.register("__ns_keys", keys)
         on = " AND ".join(f"b.{ident(k)} = k.{ident(k)}" for k in key)
-        found = con.sql(f"SELECT {cols} FROM {duckdb_read_parquet(files)} b "
-                        f"WHERE EXISTS (SELECT 1 FROM ns_keys k WHERE {on})").to_arrow_table()
+        found = con.sql(f"SELECT * FROM {ident(table.name)} b "
+                        f"WHERE EXISTS (SELECT 1 FROM __ns_keys k WHERE {on})").to_arrow_table()
     finally:
         con.close()
     found = found.cast(pa.schema([pa.field(c.name, arrow_type(c.type)) for c in table.columns]))

@@ -1,5 +1,5 @@
 """The correctness oracle: every summary view recomputed from scratch over the lake's base tables,
-by DuckDB directly over the Parquet (and by Spark in spark_jobs/recompute.py), compared bag-equal
+by DuckDB directly over the lake's Delta tables (and by Spark in spark_jobs/recompute.py), compared bag-equal
 with what the warehouse serves. Shares no code with propagate or refresh.
 """
 
@@ -15,8 +15,9 @@ from pathlib import Path
 import duckdb
 
 from lattice.ir import Plan, Schema, View
-from lattice.sql import base_select_list, duckdb_read_parquet, ident, to_dialect
-from runtime.lake import Lake, LakeState, parquet_columns
+from lattice.sql import ident, to_dialect
+from runtime.delta import register_base
+from runtime.lake import Lake, LakeState
 
 
 @dataclass(frozen=True)
@@ -56,18 +57,13 @@ def compare(view: str, expected_rows, actual_rows) -> Mismatch | None:
 
 
 def duckdb_base(lake: Lake, schema: Schema, state: LakeState | None = None, database: str = ":memory:") -> duckdb.DuckDBPyConnection:
-    """A DuckDB (in memory, or the file `database`) whose tables are the lake's current base tables
-    (views over Parquet)."""
+    """A DuckDB (in memory, or the file `database`) whose tables are the lake's base tables at the versions
+    `state` (default: the lake's current state) records: views over their Delta tables, deletion vectors
+    honoured (runtime.delta)."""
     state = state or lake.state()
     con = duckdb.connect(database)
     for t in schema.base_tables:
-        files = lake.base_files(t.name, state)
-        if files:
-            cols = base_select_list([(c.name, c.type) for c in t.columns], parquet_columns(files))
-            con.execute(f"CREATE VIEW {ident(t.name)} AS SELECT {cols} FROM {duckdb_read_parquet(files)}")
-        else:
-            cols = ", ".join(f"{ident(c.name)} {c.type}" for c in t.columns)
-            con.execute(f"CREATE TABLE {ident(t.name)} ({cols})")
+        register_base(con, lake, t, state)
     return con
 
 

@@ -46,7 +46,7 @@ def plan_text(plan: Plan, options: Options, night: NightPlan | None = None) -> s
     auxiliary = {a.name for a in plan.auxiliary}
     for v in (*plan.views, *plan.auxiliary):  # the served views, then the auxiliary views they read
         if v.name in auxiliary:
-            lines += ["", f"{v.name}  (auxiliary view, lake only: lake/base/{v.name}/, never a warehouse table)",
+            lines += ["", f"{v.name}  (auxiliary view, lake only: lake/tables/{v.name}/, never a warehouse table)",
                       f"  mode: {v.mode}"]
         else:
             lines += ["", f"{v.name}  ({v.file})", f"  mode: {v.mode}" + (f" ({v.maintain} in [views])" if v.maintain != "auto" else "")]

@@ -2,8 +2,8 @@
 lake/changes/<table>/batch_id=<ID>/_capture.json next to the batch's Parquet file.
 
 The record travels with the batch: capture writes both into one temporary folder and renames it into
-place, so an append source's watermark advances exactly when its batch appears (never one without the
-other). Change-batch readers glob *.parquet only, so the record is invisible to propagate.
+place, so an append source's watermark and a Delta source's version advance exactly when its batch appears
+(never one without the other). Change-batch readers glob *.parquet only, so the record is invisible to propagate.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 CAPTURE_VERSION = 1
-KINDS = ("snapshot", "cdc", "append")
+KINDS = ("snapshot", "cdc", "append", "delta")
 
 
 @dataclass(frozen=True)
@@ -28,10 +28,15 @@ class Watermark:
 class CaptureRecord:
     table: str
     batch: str
-    kind: str  # snapshot | cdc | append
-    sources: tuple[str, ...]  # the files read, in the order they were read
+    kind: str  # snapshot | cdc | append | delta
+    sources: tuple[str, ...]  # the files read, in the order they were read (a Delta source: its table's folder)
     inserted: int
     deleted: int
     base: str | None  # the last applied batch the capture compared with (None: empty lake)
     watermark: Watermark | None = None  # append sources only
     version: int = CAPTURE_VERSION
+    # a Delta source: the table's version this batch brings the lake up to (its change data feed after the
+    # previous batch's version, up to and including this one), and the version the batch started after
+    # (None: the first capture, the table compared whole with the base)
+    delta_version: int | None = None
+    delta_since: int | None = None

@@ -1,11 +1,15 @@
-"""The lake's layout and its state file (pure Python; Spark jobs read and write the Parquet).
+"""The lake's layout and its state record (pure Python; Spark jobs read and write the tables).
 
+    lake/tables/<table>/                            a Delta Lake table per base table (Delta 4.4, written and read
+                                                    by Spark; deletion vectors on: delta.enableDeletionVectors)
+    lake/tables/<view>/                             a Delta table per auxiliary view and per copy of a view nested
+                                                    views read (its stored rows: group keys and stored aggregates)
+    lake/tables/_state.json                         the lake's state: the applied batches and, for every table and
+                                                    copy, the Delta version that is current ({name: version});
+                                                    written (write-then-rename) after every table's commit
+    lake/tables/_nights/batch_id=<ID>.json          the same record as it stood after batch <ID> was applied (one per
+                                                    applied batch: the versions a night read or wrote, for time travel)
     lake/changes/<table>/batch_id=<ID>/*.parquet     change batches (the contract)
-    lake/base/<table>/v-<ID>/*.parquet              base table versions, one per applied batch
-    lake/base/<table>/v-<ID>/__ns_part=YYYY-MM/*.parquet   ... of a table laid out by month ([lake]
-                                                    partition_by; _partition.json names the column)
-    lake/base/_state.json                           which version of every table is current and
-                                                    which batches are applied; replaced atomically
     lake/deltas/batch_id=<ID>/part=<i>/*.parquet    summary-deltas written by propagate (view i of the
                                                     plan, columns prefixed v<i>__, one Spark job)
     lake/deltas/batch_id=<ID>/_night.json           the night's plan (runtime.night), written before the
@@ -14,18 +18,29 @@
     lake/deltas/batch_id=<ID>/_levels/level-<k>.json  propagate --level k ran (Airflow: a task per level)
     lake/deltas/batch_id=<ID>/_nodes/<point>/         summary-deltas a later level derives from
     lake/deltas/batch_id=<ID>/_copies/<view>/         new stored rows of the changed groups of a view nested
-                                                    views read (apply-base writes its next copy from them)
-    lake/base/<view>/v-<ID>/*.parquet               the copy of a view nested views read (its stored rows),
-                                                    versioned and switched with the base tables
+                                                    views read (apply-base makes them part of its lake copy)
     lake/changes/<table>/batch_id=<ID>/_capture.json  what nightshift capture read for the batch (and an
                                                     append source's watermark; runtime.capture)
     lake/stats/batch_id=<ID>.json                   measured summary-delta sizes of the D-lattice's
                                                     points for batch <ID> (the cost model's cache)
 
-apply-base writes new versions (v-<ID>) beside the old ones and then swaps _state.json with one rename,
-so a reader or a crash sees the old base or the new one, never half.
-"""
+A base table's Delta table holds the declared columns plus hidden ones, which every reader leaves out
+(read the declared columns by name):
 
+    __ns_batch BIGINT   the sequence number (1, 2, ...: position in the applied batches) of the batch
+                        that inserted the row
+    __ns_row   BIGINT   the row's number within that insert; (__ns_batch, __ns_row) identifies a row, so
+                        a delete removes exactly one of several equal rows (bag semantics)
+    __ns_part  STRING   only in a table laid out by month ([lake] partition_by): the month 'YYYY-MM' of
+                        the partition column (NULL for NULL), the Delta table's partition column;
+                        the state record names the date column (LakeState.partitions)
+
+A reader of the base reads each table at exactly the version the state record holds (Delta time
+travel, `versionAsOf`), never the latest. apply-base commits each table of batch k once (Delta's
+idempotent writes: app id = the lake and the table, version = k's sequence number), then writes the
+state record: a crash between two tables' commits leaves the old state record, and the rerun commits
+only the tables that are missing (Delta skips a commit whose app id and version it already holds).
+"""
 from __future__ import annotations
 
 import json
@@ -51,12 +66,32 @@ BATCH_ID = re.compile(r"^[A-Za-z0-9_-]+$")
 
 @dataclass(frozen=True)
 class LakeState:
+    """The lake as a night sees it: the applied batches and each Delta table's current version."""
+
     applied: tuple[str, ...] = ()
-    versions: dict[str, str] = field(default_factory=dict)  # table -> version folder name
+    versions: dict[str, int] = field(default_factory=dict)  # table or copied view -> its Delta version
+    partitions: dict[str, str] = field(default_factory=dict)  # table -> the date column its months lay it out by
 
     @property
     def last(self) -> str | None:
         return self.applied[-1] if self.applied else None
+
+    @property
+    def sequence(self) -> int:
+        """The sequence number of the next batch to apply (its Delta idempotent-write version)."""
+        return len(self.applied) + 1
+
+    def version(self, name: str) -> int | None:
+        return self.versions.get(name)
+
+    @property
+    def recorded(self) -> tuple[tuple[str, int], ...]:
+        """The versions as a night's plan and manifest record them (NightPlan.base_versions)."""
+        return tuple(sorted(self.versions.items()))
+
+    def planned(self, night) -> bool:
+        """`night` (a NightPlan) was planned over exactly this state: its last batch and every table's version."""
+        return night.base_state == self.last and night.base_versions == self.recorded
 
 
 class Lake:
@@ -69,14 +104,19 @@ class Lake:
         return self.root / "changes"
 
     @property
-    def base(self) -> Path:
-        return self.root / "base"
+    def tables(self) -> Path:
+        return self.root / "tables"
 
     def change_dir(self, table: str, batch: str) -> Path:
         return self.changes / table / f"batch_id={batch}"
 
-    def base_version_dir(self, table: str, version: str) -> Path:
-        return self.base / table / version
+    def table_path(self, name: str) -> Path:
+        """The Delta table of a base table, an auxiliary view or a view's lake copy."""
+        return self.tables / name
+
+    def app_id(self, name: str) -> str:
+        """Delta's idempotent-write app id of a table's commits: the lake (the project) and the table."""
+        return f"nightshift:{self.root.resolve()}:{name}"
 
     def delta_root(self, batch: str) -> Path:
         return self.root / "deltas" / f"batch_id={batch}"
@@ -89,7 +129,7 @@ class Lake:
 
     def copy_update_dir(self, batch: str, view: str) -> Path:
         """The new stored rows of the groups batch <ID> changes in a view the lake copies: propagate
-        writes them, apply-base makes them part of the view's next lake copy (lake/base/<view>/)."""
+        writes them, apply-base makes them part of the view's next lake copy (lake/tables/<view>/)."""
         return self.delta_root(batch) / "_copies" / rel("copy", view)
 
     def node_dir(self, batch: str, node: str) -> Path:
@@ -99,14 +139,14 @@ class Lake:
     def source_of(self, path: str, night: NightPlan) -> tuple[str, str]:
         """What a folder or file a Spark scan of `night`'s propagate read is, as (kind, name) of
         runtime.manifest.RowsRead: the layout above read backwards. `path` as Spark lists it (a URI
-        such as file:/lake/base/pos/v-b1 or a plain path)."""
+        such as file:/lake/tables/pos/part-0.parquet or a plain path)."""
         local = Path(re.sub(r"^file:(//)?", "", path))
         try:
             parts = local.resolve().relative_to(self.root.resolve()).parts
         except ValueError:
             return "other", path
         copied = {c.view for c in night.copies}
-        if len(parts) >= 2 and parts[0] == "base":
+        if len(parts) >= 2 and parts[0] == "tables":
             return ("copy" if parts[1] in copied else "base"), parts[1]
         if len(parts) >= 2 and parts[0] == "changes":
             return "changes", parts[1]
@@ -175,8 +215,13 @@ class Lake:
         p.write_text(json.dumps({"version": 2, "combos": combos, "distinct": rows}))
 
     def table_rows(self, tables, state: LakeState) -> dict[str, int]:
-        """Rows of each table's lake copy at `state`, from its Parquet footers (no Spark job)."""
-        return {t.name: parquet_rows(self.current_base_dir(t.name, state)) for t in tables}
+        """Rows of each table at `state`, from its Delta log's file statistics (no Spark job)."""
+        return {t.name: self.rows(t.name, state) for t in tables}
+
+    def rows(self, name: str, state: LakeState) -> int:
+        """Rows of a Delta table at its version in `state` (0 when absent), from its log's statistics."""
+        v = state.version(name)
+        return 0 if v is None else delta_rows(self.table_path(name), v)
 
     def statistics(self, schema, state: LakeState, change_rows: dict[str, int],
                    change_distinct: dict | None = None) -> Statistics:
@@ -273,52 +318,41 @@ class Lake:
     # ---------------------------------------------------------------- state
     @property
     def state_path(self) -> Path:
-        return self.base / "_state.json"
+        return self.tables / "_state.json"
+
+    def night_state_path(self, batch: str) -> Path:
+        return self.tables / "_nights" / f"batch_id={batch}.json"
 
     def state(self) -> LakeState:
-        if not self.state_path.is_file():
-            return LakeState()
-        data = json.loads(self.state_path.read_text())
-        return LakeState(tuple(data["applied"]), dict(data["versions"]))
+        data = _read_json(self.state_path)
+        return _state_of(data) if data is not None else LakeState()
+
+    def state_after(self, batch: str) -> LakeState | None:
+        """The lake's state as batch `batch`'s apply-base left it (None when not applied)."""
+        data = _read_json(self.night_state_path(batch))
+        return _state_of(data) if data is not None else None
 
     def write_state(self, state: LakeState) -> None:
-        """Atomic replace: write a temporary file, fsync, rename over the old one."""
-        self.base.mkdir(parents=True, exist_ok=True)
+        """Atomic replace (write a temporary file, fsync, rename); a batch's record is kept beside it."""
+        data = {"applied": list(state.applied), "versions": state.versions, "partitions": state.partitions}
+        if state.last is not None:
+            _write_json(self.night_state_path(state.last), data)
+        self.tables.mkdir(parents=True, exist_ok=True)
         tmp = self.state_path.with_suffix(".json.tmp")
         with open(tmp, "w") as f:
-            json.dump({"applied": list(state.applied), "versions": state.versions}, f, indent=1)
+            json.dump(data, f, indent=1)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.state_path)
 
-    def current_base_dir(self, table: str, state: LakeState | None = None) -> Path | None:
-        state = state or self.state()
-        v = state.versions.get(table)
-        return self.base_version_dir(table, v) if v else None
-
-    def base_files(self, table: str, state: LakeState | None = None) -> list[Path]:
-        """The Parquet files of a table's current base version (in its month folders when partitioned)."""
-        d = self.current_base_dir(table, state)
-        return sorted(d.rglob("*.parquet")) if d is not None else []
-
     def check_columns(self, schema, state: LakeState | None = None) -> None:
-        """Refuse a NOT NULL column declared after the current base version of its table was written: those
+        """Refuse a NOT NULL column declared after the current version of its table was written: those
         rows have no value for it (a nullable one reads NULL, spark_jobs.changes.read_base)."""
+        state = state or self.state()
         for t in schema.base_tables:
-            present = parquet_columns(self.base_files(t.name, state))
-            if present:
-                missing_columns(t, present, self.current_base_dir(t.name, state))
-
-    def collect_garbage(self, state: LakeState, keep: int = 2) -> None:
-        """Remove base versions older than the newest `keep` of each table (never the current one)."""
-        for table, current in state.versions.items():
-            d = self.base / table
-            if not d.is_dir():
-                continue
-            versions = sorted(p.name for p in d.glob("v-*") if p.is_dir())
-            doomed = [v for v in versions if v != current][: max(0, len(versions) - keep)]
-            for v in doomed:
-                shutil.rmtree(d / v, ignore_errors=True)
+            v = state.version(t.name)
+            if v is not None:
+                missing_columns(t, delta_columns(self.table_path(t.name), v), self.table_path(t.name))
 
     def read_manifest(self, batch: str) -> Manifest | None:
         """The manifest of propagated batch `batch`; None when propagate has not finished it, or when
@@ -343,63 +377,82 @@ def _write_json(p: Path, data: dict) -> None:
 
 
 def parquet_rows(folder: Path | None) -> int:
-    """Row count of a folder of Parquet files (and its month folders) from their footers (no Spark job);
-    0 for no folder."""
+    """Row count of a folder of Parquet files (summary-deltas, exported summary tables) from their footers
+    (no Spark job); 0 for no folder."""
     if folder is None:
         return 0
     return sum(pq.ParquetFile(f).metadata.num_rows for f in Path(folder).rglob("*.parquet"))
 
 
-# ---------------------------------------------------------------- partitioned base versions (issue 21)
-# A partitioned table's version folder holds one folder per month of its partition column,
-# __ns_part=YYYY-MM (Hive style, so Spark reads the value back; rows whose column is NULL in
-# __ns_part=__HIVE_DEFAULT_PARTITION__), and _partition.json naming the column. apply-base rewrites the
-# months a batch touches and hard-links the files of the others from the previous version.
-PART = "__ns_part"
-NULL_PART = "__HIVE_DEFAULT_PARTITION__"
-PARTITION_FILE = "_partition.json"
+# ---------------------------------------------------------------- Delta tables, read from their logs
+ROW_BATCH, ROW_ID, PART = "__ns_batch", "__ns_row", "__ns_part"
+HIDDEN = (ROW_BATCH, ROW_ID, PART)
 
 
-def partition_column(folder: Path | None) -> str | None:
-    """The column a base version is partitioned by (months), None for an unpartitioned one."""
-    data = _read_json(Path(folder) / PARTITION_FILE) if folder is not None else None
-    return data.get("column") if data else None
+def _state_of(data: dict) -> LakeState:
+    return LakeState(tuple(data["applied"]), {k: int(v) for k, v in data["versions"].items()},
+                     dict(data.get("partitions", {})))
 
 
-def partition_folder(folder: Path, month: str | None) -> Path:
-    """The folder of one month ('2024-01'; None: the rows whose partition column is NULL)."""
-    return Path(folder) / f"{PART}={NULL_PART if month is None else month}"
+def delta_snapshot(path: Path, version: int) -> tuple[dict, dict[str, dict]]:
+    """(the table's metaData action, its live files: path -> add action) at `version`, replayed from the
+    JSON commits of _delta_log (and its newest checkpoint at or before `version`, read with pyarrow). A file
+    is its path and its deletion vector (Delta's protocol): a delete re-adds a file with a new vector and
+    removes it with the old one, in either order."""
+    log = Path(path) / "_delta_log"
+    if not log.is_dir():
+        raise SchemaError(f"{path} is not a Delta table (no _delta_log); the lake's state record names it")
+    meta: dict = {}
+    files: dict[str, dict] = {}
+    start = 0
+    checkpoints = sorted(int(p.name.split(".")[0]) for p in log.glob("*.checkpoint.parquet")
+                         if p.name.split(".")[0].isdigit())
+    usable = [c for c in checkpoints if c <= version]
+    if usable:
+        start = usable[-1]
+        for row in pq.read_table(log / f"{start:020d}.checkpoint.parquet").to_pylist():
+            if row.get("metaData"):
+                meta = row["metaData"]
+            if row.get("add"):
+                files[_file_id(row["add"])] = row["add"]
+        start += 1
+    for v in range(start, version + 1):
+        commit = log / f"{v:020d}.json"
+        if not commit.is_file():
+            raise SchemaError(f"{path}: Delta version {version} is not in its log ({commit} is missing)")
+        for line in commit.read_text().splitlines():
+            action = json.loads(line) if line.strip() else {}
+            if "metaData" in action:
+                meta = action["metaData"]
+            elif "add" in action:
+                files[_file_id(action["add"])] = action["add"]
+            elif "remove" in action:
+                files.pop(_file_id(action["remove"]), None)
+    return meta, {add["path"]: add for add in files.values()}
 
 
-def partition_months(folder: Path) -> dict[str | None, Path]:
-    """month -> its folder, for every month a partitioned version holds."""
-    out = {}
-    for d in sorted(Path(folder).glob(f"{PART}=*")):
-        value = d.name.split("=", 1)[1]
-        out[None if value == NULL_PART else value] = d
-    return out
+def _file_id(action: dict) -> tuple:
+    dv = action.get("deletionVector") or {}
+    return action["path"], dv.get("storageType"), dv.get("pathOrInlineDv"), dv.get("offset")
 
 
-def write_partition_column(folder: Path, column: str) -> None:
-    _write_json(Path(folder) / PARTITION_FILE, {"column": column, "by": "month"})
+def delta_rows(path: Path, version: int) -> int:
+    """Live rows of a Delta table at `version`: each file's numRecords less its deletion vector's rows."""
+    _, files = delta_snapshot(path, version)
+    total = 0
+    for add in files.values():
+        stats = add.get("stats")
+        stats = json.loads(stats) if isinstance(stats, str) else (stats or {})
+        dv = add.get("deletionVector") or {}
+        total += int(stats.get("numRecords", 0)) - int(dv.get("cardinality", 0) or 0)
+    return total
 
 
-def link_folder(src: Path, dst: Path) -> int:
-    """Hard-link every file of `src` into `dst` (created): an untouched month enters the new version
-    without a copy; removing the old version later leaves the data. Returns the files linked."""
-    dst.mkdir(parents=True, exist_ok=True)
-    n = 0
-    for f in src.iterdir():
-        if f.is_file():
-            target = dst / f.name
-            if target.exists():
-                target.unlink()
-            try:
-                os.link(f, target)
-            except OSError:  # another file system: copy
-                shutil.copy2(f, target)
-            n += 1
-    return n
+def delta_columns(path: Path, version: int) -> set[str]:
+    """The column names (lower case, hidden ones left out) of a Delta table at `version`."""
+    meta, _ = delta_snapshot(path, version)
+    fields = json.loads(meta.get("schemaString") or "{}").get("fields", [])
+    return {f["name"].lower() for f in fields if f["name"] not in HIDDEN}
 
 
 def missing_columns(table, present: set[str], folder) -> list:

@@ -35,8 +35,8 @@ class RowsRead:
     base" measured, not claimed): Spark's "number of output rows" of every Parquet scan of the step, i.e.
     the rows of the row groups it read, before any filter; a cached relation's scan counts once.
 
-    kind: 'base' (a base table's current version, lake/base/<t>/), 'copy' (the lake copy of a view nested
-    views read, lake/base/<view>/), 'changes' (the batch's change files of a table), 'node' (a lattice
+    kind: 'base' (a base table at the night's version, lake/tables/<t>/), 'copy' (the lake copy of a view nested
+    views read, lake/tables/<view>/), 'changes' (the batch's change files of a table), 'node' (a lattice
     point an earlier level stored, _nodes/), 'delta' (a view's summary-delta an earlier level wrote,
     part=<i>/), 'update' (tonight's new rows of a copied view's changed groups, _copies/), 'other' (name:
     the path)."""

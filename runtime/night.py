@@ -21,7 +21,7 @@ from lattice.ir import Lattice, ModeChoice, Plan, View
 from lattice.passes.choose_modes import choose_modes
 from runtime.options import Options
 
-NIGHT_VERSION = 3
+NIGHT_VERSION = 4
 
 
 @dataclass(frozen=True)
@@ -120,6 +120,8 @@ class NightPlan:
     lattice: Lattice | None = None  # the optimized D-lattice costed for this batch (None: lattice off)
     copies: tuple[CopyStep, ...] = ()  # the views the lake copies (Plan.copied_views), in plan order
     shared: tuple[SharedScan, ...] = ()  # the base tables read once for every view recomputed tonight
+    # the Delta version of every lake table (base tables, copies) the night reads: the lake's state when planned
+    base_versions: tuple[tuple[str, int], ...] = ()
 
     @property
     def recomputed(self) -> tuple[str, ...]:
@@ -173,7 +175,7 @@ def measures(info: BatchInfo, options: Options) -> bool:
 
 def plan_night(plan: Plan, info: BatchInfo, base_state: str | None, options: Options,
                stats: Statistics | None, shape: Lattice | None = None, measured: bool = False,
-               choose_mode: bool = True) -> NightPlan:
+               choose_mode: bool = True, base_versions: tuple[tuple[str, int], ...] = ()) -> NightPlan:
     """The night's plan for batch `info` over the base at `base_state` (see the module docstring).
     choose_mode False: every incremental view by its summary-delta (materialize along the lattice)."""
     shape = shape if shape is not None else lattice_shape(plan)
@@ -198,6 +200,7 @@ def plan_night(plan: Plan, info: BatchInfo, base_state: str | None, options: Opt
         version=NIGHT_VERSION, batch=info.batch, plan=plan.fingerprint, base_state=base_state, info=info,
         options=options, statistics=("measured" if measured else "sizes") if lattice else "off",
         nodes=nodes, views=views, levels=tiers, lattice=lattice, copies=copies, shared=shared_scans(plan, views),
+        base_versions=base_versions,
     )
 
 

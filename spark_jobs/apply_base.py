@@ -1,30 +1,36 @@
-"""apply-base_k: make batch k part of the lake's base tables, atomically and idempotently.
+"""apply-base_k: make batch k part of the lake's base tables (Delta tables), idempotently.
 
-Each changed table gets a new version folder v-<k> (old rows minus deleted row images, bag
-semantics, plus inserted rows); then one atomic rename of _state.json switches every table at
-once. A crash before the rename leaves the old state (the half-written folder is overwritten by
-the rerun); after it, the batch is applied and a rerun does nothing.
+Each changed table gets one Delta commit: inserted rows appended; with deletes, one MERGE that
+deletes exactly the rows the batch's deleted row images pick (bag semantics: one row each, by the
+hidden row identity runtime.lake describes; deletion vectors, no file rewritten) and inserts the
+new rows; a view's lake copy takes its changed groups by one MERGE too. Every commit is Delta's
+idempotent write (app id = the lake and the table, version = k's sequence number). When every table
+and lake copy has committed, the lake's state record takes the new versions. A crash between two
+commits leaves the old state record; the rerun reads the base at the recorded versions again, and
+Delta skips the commits it already holds, so only what is missing is committed.
 """
 
 from __future__ import annotations
 
-import math
 import time
-from pathlib import Path
 from typing import Callable
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
 
+from lattice import types
 from lattice.emit import rel
 from lattice.ir import Plan, Table
 from lattice.sql import ident
 from runtime.errors import BatchOrderError
 from runtime.faults import checkpoint
-from runtime.lake import (PART, Lake, LakeState, link_folder, parquet_rows, partition_column, partition_folder,
-                          partition_months, write_partition_column)
+from runtime.lake import PART, ROW_BATCH, ROW_ID, Lake, LakeState
 from runtime.night import BatchInfo
-from spark_jobs.changes import load_batch, month_of, months, read_base, read_months
-from spark_jobs.nested import next_copy, read_copy
+from spark_jobs.changes import column, in_months, load_batch, month_of, months, read_table
+from spark_jobs.lake_tables import delta_path, idempotent, latest_version, write
+from spark_jobs.nested import copy_columns, next_copy, read_copy
+
+MERGE_SOURCE, COPY_SOURCE = "__ns_apply", "__ns_apply_copy"
 
 
 def apply_base(
@@ -41,79 +47,141 @@ def apply_base(
     t0 = time.perf_counter()
     if info is None:
         info = load_batch(spark, lake, plan, batch, state)
-    versions = dict(state.versions)
+    versions, laid_out = dict(state.versions), dict(state.partitions)
+    txn = state.sequence
     counts = {}
     for table in plan.schema.base_tables:
         if table.name not in info.changed:
             continue
-        version = f"v-{batch}"
-        out = lake.base_version_dir(table.name, version)
-        counts[table.name] = {"inserted": info.inserted[table.name], "deleted": info.deleted[table.name]}
         by = (partitions or {}).get(table.name)
+        counts[table.name] = {"inserted": info.inserted[table.name], "deleted": info.deleted[table.name]}
+        counts[table.name] |= _commit(spark, lake, table, state, info, by, txn)
+        versions[table.name] = latest_version(spark, lake.table_path(table.name))
+        laid_out.pop(table.name, None)
         if by is not None:
-            counts[table.name] |= _write_months(spark, lake, table, state, info, by, out)
-        else:
-            new = _apply(spark, table, read_base(spark, lake, table, state), info)
-            rows = parquet_rows(lake.current_base_dir(table.name, state)) + info.inserted[table.name] - info.deleted[table.name]
-            new.coalesce(max(1, math.ceil(rows / ROWS_PER_FILE))).write.mode("overwrite").parquet(str(out))
-        versions[table.name] = version
-        progress(f"apply-base {batch}: {table.name} written (+{info.inserted[table.name]}/-{info.deleted[table.name]}"
-                 + (f"; months rewritten {counts[table.name]['months_rewritten']}, linked "
-                    f"{counts[table.name]['months_linked']}" if by is not None else "") + ")")
+            laid_out[table.name] = by
+        progress(f"apply-base {batch}: {table.name} committed as version {versions[table.name]} "
+                 f"(+{info.inserted[table.name]}/-{info.deleted[table.name]}"
+                 + (f"; months touched {counts[table.name]['months']}" if by is not None else "") + ")")
         checkpoint(f"apply-base:after_table:{table.name}")
-    for view in plan.copied_views:  # the lake copies of views switch with the base (paper 000)
-        version = f"v-{batch}"
+    for view in plan.copied_views:  # the lake copies of views move with the base (paper 000)
         update = lake.copy_update_dir(batch, view.name)
         if not update.is_dir():
             raise BatchOrderError(f"apply-base {batch}: the updates of view {view.name} (its lake copy) are "
                                   f"missing under {update}; rerun nightshift propagate --batch {batch}")
-        new = next_copy(spark, view, read_copy(spark, lake, view, state), spark.read.parquet(str(update)))
-        new.coalesce(max(1, math.ceil(parquet_rows(lake.current_base_dir(view.name, state)) / ROWS_PER_FILE))).write \
-            .mode("overwrite").parquet(str(lake.base_version_dir(view.name, version)))
-        versions[view.name] = version
+        if state.version(view.name) is None:  # no copy yet: written whole
+            new = next_copy(spark, view, read_copy(spark, lake, view, state), spark.read.parquet(str(update)))
+            write(new, lake, view.name, "overwrite", txn)
+        else:
+            _merge_copy(spark, lake, view, spark.read.parquet(str(update)), txn)
+        versions[view.name] = latest_version(spark, lake.table_path(view.name))
         checkpoint(f"apply-base:after_table:{view.name}")
-    new_state = LakeState(state.applied + (batch,), versions)
-    lake.write_state(new_state)
-    lake.collect_garbage(new_state)
-    return {"tables": counts, "seconds": round(time.perf_counter() - t0, 3)}
+    lake.write_state(LakeState(state.applied + (batch,), versions, laid_out))
+    return {"tables": counts, "versions": {k: versions[k] for k in versions if versions[k] != state.version(k)},
+            "seconds": round(time.perf_counter() - t0, 3)}
 
 
-ROWS_PER_FILE = 4_000_000
+def _merge_copy(spark: SparkSession, lake: Lake, view, updated: DataFrame, txn: int) -> None:
+    """A view's lake copy after the batch by one MERGE of the groups it changed (paper 000): a changed group's
+    new row replaces its old one, a group whose count reached 0 goes, a new group is added; every other group's
+    row (and file) stays."""
+    cols = [ident(c, "spark") for c, _ in copy_columns(view)]
+    updated.select(*cols).createOrReplaceTempView(COPY_SOURCE)
+    on = " AND ".join(f"t.{ident(k.name, 'spark')} <=> s.{ident(k.name, 'spark')}" for k in view.keys) or "TRUE"
+    count = ident("_ns_count", "spark")
+    sql = (f"MERGE INTO {delta_path(lake.table_path(view.name))} AS t USING {COPY_SOURCE} AS s ON {on} "
+           f"WHEN MATCHED AND s.{count} <= 0 THEN DELETE "
+           f"WHEN MATCHED THEN UPDATE SET {', '.join(f't.{c} = s.{c}' for c in cols)} "
+           f"WHEN NOT MATCHED AND s.{count} > 0 THEN INSERT ({', '.join(cols)}) VALUES ({', '.join('s.' + c for c in cols)})")
+    with idempotent(spark, lake, view.name, txn):
+        spark.sql(sql).collect()
 
 
-def _write_months(spark: SparkSession, lake: Lake, table: Table, state: LakeState, info: BatchInfo, by: str,
-                  out: Path) -> dict:
-    """The new version of a partitioned table (issue 21): the months the batch touches are read, changed
-    and written (one folder each); every other month's files are hard-linked from the current version,
-    so a night rewrites only what it touched. The touched months are written without a shuffle: a
-    task reading a month's file writes that month's rows (a row never changes month). The first
-    partitioned version (the current one is not partitioned by `by`) shuffles every row to its month,
-    so that each month starts as one file."""
-    current = lake.current_base_dir(table.name, state)
-    changes = spark.table(rel('ins', table.name)).unionByName(spark.table(rel('del', table.name)))
-    touched = months(changes, by)
-    laid_out = current is not None and partition_column(current) == by
-    old = read_months(spark, lake, table, state, touched) if laid_out else read_base(spark, lake, table, state)
-    new = _apply(spark, table, old, info).withColumn(PART, month_of(by))
-    (new if laid_out else new.repartition(PART)).write.partitionBy(PART).mode("overwrite").parquet(str(out))
-    linked = 0
-    if laid_out:
-        for month, folder in partition_months(current).items():
-            if month not in touched:
-                link_folder(folder, partition_folder(out, month))
-                linked += 1
-    write_partition_column(out, by)
-    return {"months_rewritten": len(touched) if laid_out else len(partition_months(out)), "months_linked": linked}
-
-
-def _apply(spark: SparkSession, table: Table, old: DataFrame, info: BatchInfo) -> DataFrame:
-    ins = spark.table(rel('ins', table.name))
+def _commit(spark: SparkSession, lake: Lake, table: Table, state: LakeState, info: BatchInfo, by: str | None,
+            txn: int) -> dict:
+    """Batch k's one commit to `table`: an append, a MERGE (deletes by row identity, inserts), or, when the
+    table is new, its layout changes ([lake] partition_by) or sql/schema.sql declares a column it lacks, the
+    whole table written anew (the rows already there read NULL in the new column)."""
+    ins = _with_identity(spark.table(rel('ins', table.name)), txn, by)
+    old = read_table(spark, lake, table.name, state)
+    was = state.partitions.get(table.name)
+    if old is None or was != by or _missing(old, table):
+        rows = _layout(old.drop(PART) if old is not None and PART in old.columns else old, table, by)
+        if old is not None and info.deleted[table.name]:
+            rows = rows.join(_chosen(spark, table, rows, None), [ROW_BATCH, ROW_ID], "left_anti")
+        new = ins if rows is None else rows.unionByName(ins)
+        write(new if by is None else new.repartition(PART), lake, table.name, "overwrite", txn,
+              PART if by is not None else None)
+        return {"rewritten": True} | ({"months": "all"} if by is not None else {})
+    touched = months(spark.table(rel('ins', table.name)).unionByName(spark.table(rel('del', table.name))), by) \
+        if by is not None else None
+    out = {"months": len(touched)} if touched is not None else {}
     if not info.deleted[table.name]:
-        return old.unionByName(ins)
-    dels = spark.table(rel('del', table.name))
+        write(ins, lake, table.name, "append", txn)
+        return out
+    _merge(spark, lake, table, old, ins, touched, txn)
+    return out
+
+
+def _layout(old: DataFrame | None, table: Table, by: str | None) -> DataFrame | None:
+    """The rows of a table being written anew, with the month column of the layout `by` (None: none)."""
+    if old is None:
+        return None
+    cols = [F.lit(None).cast(types.spark_type(c.type)).alias(c.name) if c in _missing(old, table) else column(c.name)
+            for c in table.columns] + [F.col(ROW_BATCH), F.col(ROW_ID)]
+    return old.select(*cols, *([month_of(by).alias(PART)] if by is not None else []))
+
+
+def _missing(old: DataFrame, table: Table) -> list:
+    """The declared columns the table's Delta table was written without."""
+    present = {c.lower() for c in old.columns}
+    return [c for c in table.columns if c.name.lower() not in present]
+
+
+def _with_identity(ins: DataFrame, txn: int, by: str | None) -> DataFrame:
+    """Inserted rows with their row identity (batch k's sequence number, a number unique within the insert)
+    and, in a table laid out by month, their month."""
+    out = ins.select("*", F.lit(txn).cast("bigint").alias(ROW_BATCH), F.monotonically_increasing_id().alias(ROW_ID))
+    return out.withColumn(PART, month_of(by)) if by is not None else out
+
+
+def _chosen(spark: SparkSession, table: Table, base: DataFrame, touched) -> DataFrame:
+    """The identities of the base rows the batch deletes: for a row image deleted n times, n of the rows
+    equal to it (the first n by identity). Reads the declared columns and the identity, and in a table
+    laid out by month only the months the deletes touch."""
     cols = list(table.column_names)
+    dels = spark.table(rel('del', table.name))
+    if touched is not None:
+        base = base.where(in_months(touched))
+    b = base.select(*[column(c) for c in cols], F.col(ROW_BATCH), F.col(ROW_ID))
     keys = dels.dropDuplicates(cols)
-    cond = [old[ident(c, "spark")].eqNullSafe(keys[ident(c, "spark")]) for c in cols]
-    untouched = old.join(keys, cond, "left_anti")
-    touched = old.join(keys, cond, "left_semi").exceptAll(dels)
-    return untouched.unionByName(touched).unionByName(ins)
+    b = b.join(keys, [b[ident(c, "spark")].eqNullSafe(keys[ident(c, "spark")]) for c in cols], "left_semi")
+    image = [column(c) for c in cols]
+    b = b.withColumn("__ns_k", F.row_number().over(Window.partitionBy(*image).orderBy(ROW_BATCH, ROW_ID)))
+    d = dels.withColumn("__ns_k", F.row_number().over(Window.partitionBy(*image).orderBy(F.lit(1))))
+    on = [b[ident(c, "spark")].eqNullSafe(d[ident(c, "spark")]) for c in cols] + [b["__ns_k"] == d["__ns_k"]]
+    return b.join(d, on, "left_semi").select(ROW_BATCH, ROW_ID)
+
+
+def _merge(spark: SparkSession, lake: Lake, table: Table, old: DataFrame, ins: DataFrame, touched, txn: int) -> None:
+    """One MERGE: the chosen rows deleted (deletion vectors), the inserted rows added."""
+    cols = list(table.column_names)
+    typed_null = {c.name: F.lit(None).cast(types.spark_type(c.type)) for c in table.columns}
+    chosen = _chosen(spark, table, old, touched)
+    extra = [PART] if touched is not None else []
+    deletes = chosen.select(*[typed_null[c].alias(c) for c in cols], ROW_BATCH, ROW_ID,
+                            *[F.lit(None).cast("string").alias(PART) for _ in extra], F.lit("delete").alias("_op"))
+    inserts = ins.select(*[column(c) for c in cols], ROW_BATCH, ROW_ID, *extra, F.lit("insert").alias("_op"))
+    deletes.unionByName(inserts).createOrReplaceTempView(MERGE_SOURCE)
+    prune = ""
+    if touched is not None:  # only the months the batch touches: Delta skips every other month's files
+        named = ", ".join(f"'{m}'" for m in touched if m is not None) or "NULL"
+        prune = f" AND (t.{PART} IN ({named})" + (f" OR t.{PART} IS NULL)" if None in touched else ")")
+    names = [ident(c, "spark") for c in cols + [ROW_BATCH, ROW_ID] + extra]
+    sql = (f"MERGE INTO {delta_path(lake.table_path(table.name))} AS t USING {MERGE_SOURCE} AS s "
+           f"ON s._op = 'delete' AND t.{ROW_BATCH} = s.{ROW_BATCH} AND t.{ROW_ID} = s.{ROW_ID}{prune} "
+           f"WHEN MATCHED THEN DELETE "
+           f"WHEN NOT MATCHED AND s._op = 'insert' THEN INSERT ({', '.join(names)}) "
+           f"VALUES ({', '.join('s.' + n for n in names)})")
+    with idempotent(spark, lake, table.name, txn):
+        spark.sql(sql).collect()

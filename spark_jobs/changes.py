@@ -22,7 +22,7 @@ from lattice.emit import rel
 from lattice.ir import FunctionalDependency, Plan, Table
 from lattice.sql import ident
 from runtime.errors import BadChangeBatch
-from runtime.lake import Lake, LakeState, missing_columns, partition_column, partition_folder
+from runtime.lake import PART, Lake, LakeState, missing_columns
 from runtime.night import BatchInfo
 
 OP = "_op"
@@ -47,14 +47,23 @@ def typed(df: DataFrame, table: Table) -> DataFrame:
     return df.select(*[column(c.name).cast(types.spark_type(c.type)).alias(c.name) for c in table.columns])
 
 
+def read_table(spark: SparkSession, lake: Lake, name: str, state: LakeState) -> DataFrame | None:
+    """A lake table (base table, auxiliary view, a view's copy) at exactly its version in `state` (Delta time
+    travel), hidden columns included; None when the state holds no version of it."""
+    v = state.version(name)
+    if v is None:
+        return None
+    return spark.read.format("delta").option("versionAsOf", v).load(str(lake.table_path(name)))
+
+
 def read_base(spark: SparkSession, lake: Lake, table: Table, state: LakeState) -> DataFrame:
     """The table at the lake's state, with its declared columns and types. A column declared after the
     lake's version was written (sql/schema.sql evolves, issue 20) reads as NULL in the rows already
     there; a NOT NULL one cannot, and is refused naming it."""
-    d = lake.current_base_dir(table.name, state)
-    if d is None:
+    df = read_table(spark, lake, table.name, state)
+    if df is None:
         return empty_frame(spark, table)
-    return _typed_base(spark.read.parquet(str(d)), table, d)
+    return _typed_base(df, table, lake.table_path(table.name))
 
 
 def month_of(name: str):
@@ -68,17 +77,22 @@ def months(df: DataFrame, name: str) -> list[str | None]:
     return sorted((r[0] for r in df.select(month_of(name)).distinct().collect()), key=lambda m: m or "")
 
 
+def in_months(wanted) -> "F.Column":
+    """The rows of a month-partitioned table in these months (NULL: the rows whose column is NULL): a
+    filter on the Delta table's partition column, so Delta reads only those months' files."""
+    wanted = list(wanted)
+    named = [m for m in wanted if m is not None]
+    cond = F.col(PART).isin(named) if named else F.lit(False)
+    return cond | F.col(PART).isNull() if None in wanted else cond
+
+
 def read_months(spark: SparkSession, lake: Lake, table: Table, state: LakeState, wanted) -> DataFrame:
-    """The rows of the table's base in these months only: Spark lists just their folders (issue 21's
-    pruning, visible as the scan's location in the plan). The whole table when its current version is
-    not partitioned."""
-    d = lake.current_base_dir(table.name, state)
-    if d is None or partition_column(d) is None:
+    """The rows of the table's base in these months only (partition pruning). The whole table when it
+    is not laid out by month."""
+    df = read_table(spark, lake, table.name, state)
+    if df is None or table.name not in state.partitions:
         return read_base(spark, lake, table, state)
-    folders = [str(f) for m in wanted if (f := partition_folder(d, m)).is_dir()]
-    if not folders:
-        return empty_frame(spark, table)
-    return _typed_base(spark.read.option("basePath", str(d)).parquet(*folders), table, d)
+    return _typed_base(df.where(in_months(wanted)), table, lake.table_path(table.name))
 
 
 def _typed_base(df: DataFrame, table: Table, d) -> DataFrame:
@@ -276,8 +290,8 @@ def _delete_candidates(spark: SparkSession, lake: Lake, table: Table, state: Lak
     """The relation a delete check matches the batch's deleted rows against: the whole base, or for a
     partitioned one (issue 21) only the months of the deleted rows, __ns_oldm_<t> (a deleted row can only
     match a row of its own month)."""
-    by = partition_column(lake.current_base_dir(table.name, state))
-    if by is None:
+    by = state.partitions.get(table.name)
+    if by is None or state.version(table.name) is None:
         return rel('old', table.name)
     wanted = months(spark.table(rel('del', table.name)), by)
     read_months(spark, lake, table, state, wanted).createOrReplaceTempView(rel('oldm', table.name))

@@ -17,6 +17,7 @@ from runtime.lake import Lake, LakeState, parquet_rows
 from runtime.night import BatchInfo, NightPlan, plan_night
 from runtime.options import Options
 from spark_jobs.changes import empty_frame, register_base
+from spark_jobs.lake_tables import latest_version, write
 from spark_jobs.nested import read_copy, register_old
 from spark_jobs.propagate import along_lattice
 from spark_jobs.recompute import column_types, recompute_frame
@@ -52,7 +53,7 @@ def materialize_views(
 ) -> tuple[dict, dict[str, str]]:
     """The summary tables of the views in `only` (default: all) from the base, each by its own query, as
     Parquet under out_root/<view>; returns their statistics and the new lake copies written (view ->
-    version, not yet switched). A view outside `only` that a computed nested view reads is read from
+    Delta version, not yet in the lake's state). A view outside `only` that a computed nested view reads is read from
     its lake copy (written first when it has none: a view that just gained a nested reader). A view in
     `built` (view -> lattice edge, its lattice point, the folder of the upper summary table's rows) is
     computed along that edge from an existing summary table instead of the base (nightshift apply)."""
@@ -116,21 +117,21 @@ def _copy(spark: SparkSession, plan: Plan, lake: Lake, state: LakeState, view, o
     state), and its served rows the relation the nested views' materialization reads."""
     if view.name not in {v.name for v in plan.copied_views}:
         return {}
-    version = f"v-{state.last or 'empty'}~m{int(time.time())}"
     rows = spark.read.parquet(str(out_root / view.name))
-    rows.write.mode("overwrite").parquet(str(lake.base_version_dir(view.name, version)))
+    write(rows, lake, view.name, "overwrite", None)
+    version = latest_version(spark, lake.table_path(view.name))
     register_old(spark, view, read_copy(spark, lake, view, LakeState(state.applied, {view.name: version})))
     return {view.name: version}
 
 
-def _switch_copies(lake: Lake, state: LakeState, copies: dict[str, str]) -> None:
-    """The new copies replace the old ones in one atomic switch of the lake's state (base unchanged)."""
+def _switch_copies(lake: Lake, state: LakeState, copies: dict[str, int]) -> None:
+    """The new copies' versions replace the old ones in one atomic write of the lake's state (base unchanged)."""
     if copies:
         current = lake.state()
-        lake.write_state(LakeState(current.applied, {**current.versions, **copies}))
+        lake.write_state(LakeState(current.applied, {**current.versions, **copies}, current.partitions))
 
 
-def switch_layer_copies(plan: Plan, lake: Lake, copies: dict[str, str]) -> bool:
+def switch_layer_copies(plan: Plan, lake: Lake, copies: dict[str, int]) -> bool:
     """After nightshift apply committed: the copies it wrote become current, and the copies of views no
     nested view reads any more leave the lake's state, in one atomic switch. False when already so."""
     current = lake.state()
@@ -138,7 +139,7 @@ def switch_layer_copies(plan: Plan, lake: Lake, copies: dict[str, str]) -> bool:
     versions = {**{k: v for k, v in current.versions.items() if k in keep}, **copies}
     if versions == current.versions:
         return False
-    lake.write_state(LakeState(current.applied, versions))
+    lake.write_state(LakeState(current.applied, versions, current.partitions))
     return True
 
 
@@ -146,7 +147,7 @@ def materialize_night(plan: Plan, lake: Lake, state: LakeState, options: Options
     """The base as one batch inserting every base fact row: the night's plan that computes every
     summary table along the D-lattice (its parents costed with the base's sizes)."""
     facts = set(plan.fact_tables)
-    rows = {t.name: parquet_rows(lake.current_base_dir(t.name, state)) for t in plan.schema.base_tables}
+    rows = lake.table_rows(plan.schema.base_tables, state)
     info = BatchInfo("materialize", {t: n if t in facts else 0 for t, n in rows.items()}, {t: 0 for t in rows})
     stats = lake.statistics(plan.schema, state, info.change_rows())
     return plan_night(plan, info, state.last, options, stats, lattice_shape(plan), choose_mode=False)

@@ -2,7 +2,7 @@
 keeps such a view).
 
 For every incremental view V another view reads, the lake keeps a copy of V's stored rows
-(lake/base/<V>/, switched by apply-base with the base tables). Tonight, once V's summary-delta is
+(lake/tables/<V>/, a Delta table whose version the lake's state records with the base tables'). Tonight, once V's summary-delta is
 final (exact MIN/MAX included), its changed groups' new stored rows are computed from the copy by
 Figure 8 (the warehouse's own rule), written to lake/deltas/batch_id=<ID>/_copies/<V>/ for apply-base,
 and V's served rows become the change set of the table outer views read (000 §6: an update is the
@@ -25,7 +25,7 @@ from lattice import emit, types
 from lattice.ir import View
 from lattice.sql import ident, to_dialect
 from runtime.lake import Lake, LakeState
-from spark_jobs.changes import column
+from spark_jobs.changes import column, read_table
 
 
 def copy_columns(view: View) -> list[tuple[str, str]]:
@@ -35,11 +35,10 @@ def copy_columns(view: View) -> list[tuple[str, str]]:
 
 def read_copy(spark: SparkSession, lake: Lake, view: View, state: LakeState) -> DataFrame:
     """V's stored rows at the base state `state` (none before its first materialize or night)."""
-    folder = lake.current_base_dir(view.name, state)
+    df = read_table(spark, lake, view.name, state)
     cols = copy_columns(view)
-    if folder is None or not any(Path(folder).glob("*.parquet")):
+    if df is None:
         return spark.range(0).select(*[F.lit(None).cast(types.spark_type(t)).alias(c) for c, t in cols])
-    df = spark.read.parquet(str(folder))
     return df.select(*[column(c).cast(types.spark_type(t)).alias(c) for c, t in cols])
 
 

@@ -50,7 +50,7 @@ def _propagate(spark: SparkSession, plan: Plan, lake: Lake, batch: str, state: L
                progress: Progress, level: int | None, meter: ReadMeter) -> Manifest | LevelRecord:
     t0 = time.perf_counter()
     planned = lake.read_night(batch) if level else None  # level 0 checked the batch when it planned the night
-    checked = planned is not None and planned.plan == plan.fingerprint and planned.base_state == state.last
+    checked = planned is not None and planned.plan == plan.fingerprint and state.planned(planned)
     progress(f"propagate {batch}: reading " + ("the change batch (checked by level 0)" if checked else "and checking the change batch"))
     info = load_batch(spark, lake, plan, batch, state, checked)
     progress(f"propagate {batch}: {info.rows} change rows ({info.describe()}) "
@@ -107,7 +107,7 @@ def _night(spark: SparkSession, plan: Plan, lake: Lake, info: BatchInfo, state: 
     level executes the plan level 0 wrote, so every level of a night follows one plan."""
     if level:
         night = lake.read_night(info.batch)
-        if night is None or night.plan != plan.fingerprint or night.base_state != state.last:
+        if night is None or night.plan != plan.fingerprint or not state.planned(night):
             raise BatchOrderError(
                 f"propagate {info.batch} --level {level}: level 0 has not run for this plan and base state (it plans "
                 f"the night); run propagate --level 0 .. {level} in order (or propagate without --level)")
@@ -117,7 +117,7 @@ def _night(spark: SparkSession, plan: Plan, lake: Lake, info: BatchInfo, state: 
     measured = measures(info, options)
     if measured:
         stats = lake.statistics(plan.schema, state, info.change_rows(), _change_distincts(spark, plan, shape, lake, info))
-    night = plan_night(plan, info, state.last, options, stats, shape, measured)
+    night = plan_night(plan, info, state.last, options, stats, shape, measured, base_versions=state.recorded)
     lake.write_night(night)
     return night
 

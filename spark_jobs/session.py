@@ -18,11 +18,16 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from runtime.errors import ConfigError
+from spark_jobs.packages import DELTA_PACKAGE, delta_conf
 
 QUIET_LOG4J = Path(__file__).resolve().parent / "log4j2.properties"
 # what the JVM prints on its own stderr, outside any logging configuration: the launcher always adds the
 # vector module, and PySpark's gateway announces the shell's default log level (setLogLevel follows)
-JVM_NOISE = re.compile(r"^(WARNING: Using incubator modules|Setting default log level to |To adjust logging level use sc\.setLogLevel)")
+JVM_NOISE = re.compile(r"^(WARNING: Using incubator modules|Setting default log level to |To adjust logging level use sc\.setLogLevel"
+                        # Spark's package resolver (Ivy) reports every package it found; a failure still shows
+                        r"|:: (loading settings|resolving dependencies|resolution report|retrieving) ::|Ivy Default Cache set to"
+                        r"|The jars for the packages stored in|\S+#\S+ added as a dependency|downloading https?://"
+                        r"|\t(confs: |found |:: evicted modules:|\S+#\S+;\S+ by \[|-{10}|\||\d+ artifacts copied|\[SUCCESSFUL \]))")
 
 _DEFAULTS = {
     "spark.sql.shuffle.partitions": os.environ.get("NIGHTSHIFT_SHUFFLE_PARTITIONS", "4"),
@@ -33,6 +38,7 @@ _DEFAULTS = {
     "spark.driver.memory": os.environ.get("NIGHTSHIFT_DRIVER_MEMORY", "4g"),
     "spark.sql.parquet.compression.codec": "snappy",
     "spark.sql.legacy.parquet.nanosAsLong": "false",
+    **delta_conf(),
 }
 # The settings that decide what a query returns, not how fast it runs: a Spark Connect session sets them itself,
 # whatever server it reaches (the server's own settings decide the rest)
@@ -65,9 +71,8 @@ def get_spark(master: str | None = "local[2]", app: str = "nightshift", remote: 
     for k, v in _DEFAULTS.items():
         if k not in preset:
             builder = builder.config(k, v)
-    for pair in filter(None, os.environ.get("NIGHTSHIFT_SPARK_CONF", "").split(";")):
-        key, _, value = pair.partition("=")
-        builder = builder.config(key.strip(), value.strip())  # e.g. the test suite's small-data settings
+    for key, value in _user_pairs():
+        builder = builder.config(key, value)  # e.g. the test suite's small-data settings
     if os.environ.get("NIGHTSHIFT_SPARK_UI", "0") != "1" and "spark.ui.enabled" not in preset:
         builder = builder.config("spark.ui.enabled", "false")
     verbose = os.environ.get("NIGHTSHIFT_VERBOSE") == "1"
@@ -232,10 +237,19 @@ def server_conf() -> dict[str, str]:
     conf["spark.ui.enabled"] = "true" if os.environ.get("NIGHTSHIFT_SPARK_UI", "0") == "1" else "false"
     if os.environ.get("NIGHTSHIFT_VERBOSE") != "1":
         conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile={QUIET_LOG4J.as_uri()}"
-    for pair in filter(None, os.environ.get("NIGHTSHIFT_SPARK_CONF", "").split(";")):
-        key, _, value = pair.partition("=")
-        conf[key.strip()] = value.strip()
+    conf.update(_user_pairs())
     return conf
+
+
+def _user_pairs() -> list[tuple[str, str]]:
+    """NIGHTSHIFT_SPARK_CONF's pairs; packages it names are loaded besides Delta Lake, which the lake needs."""
+    out = []
+    for pair in filter(None, os.environ.get("NIGHTSHIFT_SPARK_CONF", "").split(";")):
+        key, _, value = (x.strip() for x in pair.partition("="))
+        if key == "spark.jars.packages" and value and DELTA_PACKAGE.rsplit(":", 1)[0] not in value:
+            value = f"{value},{DELTA_PACKAGE}"  # (empty: no packages resolved, the jars come from spark.jars)
+        out.append((key, value))
+    return out
 
 
 @contextmanager

@@ -54,8 +54,9 @@ def snapshot(root: Path) -> dict:
     cycle = Cycle(load_project(root), progress=lambda _: None)
     state = {
         "ledger": [(r.batch_id, r.kind, r.position) for r in cycle.warehouse.ledger()],
-        "lake": json.loads((root / "lake" / "base" / "_state.json").read_text()),
-        "base_files": sorted(str(p.relative_to(root)) for p in (root / "lake" / "base").rglob("*.parquet")),
+        "lake": json.loads((root / "lake" / "tables" / "_state.json").read_text()),
+        # every file of the lake's Delta tables, their logs included: no commit was made
+        "base_files": sorted(str(p.relative_to(root)) for p in (root / "lake" / "tables").rglob("*") if p.is_file()),
         "views": {v.name: bag(cycle.warehouse.read_view(v)) for v in cycle.plan.views},
     }
     cycle.close()

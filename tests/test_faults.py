@@ -12,7 +12,9 @@ from lattice.compile import compile_project
 from nightshift.config import load_project
 from nightshift.cycle import Cycle
 from nightshift.errors import InjectedCrash
-from nightshift.oracle import bag, duckdb_base
+from nightshift.oracle import bag
+from spark_jobs.changes import read_base
+from spark_jobs.nested import read_copy
 
 # best_day is nested (paper 000): the lake copies of SID_sales and of best_day (its old maxima) switch with
 # the base in apply-base; distinct_items is kept by the auxiliary mode (paper 002): so does its auxiliary view
@@ -62,17 +64,18 @@ def prepared(request, tmp_path_factory, spark_session):
 
 def state_of(root, spark) -> dict:
     cycle = Cycle(load_project(root), spark=spark, progress=lambda _: None)
-    con = duckdb_base(cycle.lake, cycle.plan.schema)
+    state = cycle.lake.state()
+    rows = lambda df: bag([tuple(r) for r in df.collect()])  # noqa: E731
     out = {
         "ledger": [(r.batch_id, r.kind, r.position) for r in cycle.warehouse.ledger()],
-        "applied": cycle.lake.state().applied,
+        "applied": state.applied,
+        # one Delta commit per table and night: a rerun after a crash commits only what was missing
+        "versions": state.versions,
         "views": {v.name: bag(cycle.warehouse.read_view(v)) for v in cycle.plan.views},
-        "base": {t.name: bag(con.execute(f'SELECT * FROM "{t.name}"').fetchall()) for t in cycle.plan.schema.base_tables},
-        # the lake copies nested views read: switched with the base, never half-written
-        "copies": {v.name: bag(con.execute(f"SELECT * FROM read_parquet('{cycle.lake.current_base_dir(v.name)}/*.parquet')")
-                               .fetchall()) for v in cycle.plan.copied_views},
+        "base": {t.name: rows(read_base(spark, cycle.lake, t, state)) for t in cycle.plan.schema.base_tables},
+        # the lake copies nested views read: at the versions the lake's state records, never half-written
+        "copies": {v.name: rows(read_copy(spark, cycle.lake, v, state)) for v in cycle.plan.copied_views},
     }
-    con.close()
     cycle.close()
     return out
 

@@ -20,7 +20,6 @@ from nightshift.config import load_project
 from nightshift.cycle import Cycle
 from nightshift.oracle import check_all
 from nightshift.validate import ValidationFailed, validate_batch
-from runtime.lake import parquet_rows
 
 VIEWS = {
     "item_median": "CREATE VIEW item_median AS SELECT itemID, MEDIAN(qty) AS med, "
@@ -212,7 +211,7 @@ def test_holistic_views_equal_recomputation_night_after_night(tmp_path, spark, q
     assert check_all(cycle.plan, cycle.lake, cycle.warehouse.read_view) == []  # nightshift's own oracle agrees
     # every auxiliary view is no larger than the naive auxiliary data (CReaM unminimized: the view's joined base
     # rows, here every pos row), and smaller where values repeat within a group
-    sizes = {a.name: parquet_rows(cycle.lake.current_base_dir(a.name)) for a in cycle.plan.auxiliary}
+    sizes = {a.name: cycle.lake.rows(a.name, cycle.lake.state()) for a in cycle.plan.auxiliary}
     assert all(0 < n <= len(model.tables["pos"]) for n in sizes.values()), (sizes, len(model.tables["pos"]))
     assert sizes[cycle.plan.view("overall").reads[0]] < len(model.tables["pos"]) / 4, sizes  # the distinct quantities
     last = sorted(p.name.split("=")[1] for p in (root / "lake" / "deltas").glob("batch_id=*"))[-1]

@@ -1,7 +1,7 @@
-"""A partitioned lake base (issue 21, item 2): `[lake] partition_by = { pos = "date" }` lays pos out by
-month; apply-base rewrites only the months a batch touches (the others are hard links to the previous
-version's files), and the delete check reads only the months of the deleted rows, measured by the
-manifest's rows read. Every view stays equal to recomputation from the model; a bad delete is still
+"""A partitioned lake base (issue 21, item 2): `[lake] partition_by = { pos = "date" }` lays pos's Delta table
+out by month; apply-base's commit touches only the months a batch touches (deletes as deletion vectors on
+their files, inserts as new files; every other month's files stay as they are), and the delete check reads
+only the months of the deleted rows, measured by the manifest's rows read. Every view stays equal to recomputation from the model; a bad delete is still
 refused; switching the layout on and off mid-life keeps the lake readable."""
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from harness import EXTENDED, FIGURE_1, BatchGenerator, Model, check_served, mak
 from nightshift.config import load_project
 from nightshift.cycle import Cycle
 from nightshift.errors import BadChangeBatch, ConfigError, InjectedCrash
-from runtime.lake import parquet_rows, partition_months
+from runtime.lake import PART, delta_snapshot
+from spark_jobs.changes import read_table
 
 NO_MINMAX = {k: v for k, v in FIGURE_1.items() if k != "SiC_sales"}
 PARTITIONED = '[lake]\npath = "lake"\npartition_by = { pos = "date" }\n'
@@ -35,8 +36,20 @@ def _sale(store: int, item: int, day: dt.date | None, qty: int) -> tuple:
     return (store, item, day, qty, Decimal("1.50"))
 
 
-def _inodes(folder) -> dict[str, int]:
-    return {f.name: f.stat().st_ino for f in folder.glob("*.parquet")}
+def _month_rows(cycle, spark) -> dict:
+    """Rows of pos per month at the version the lake's state records (deletion vectors applied)."""
+    df = read_table(spark, cycle.lake, "pos", cycle.lake.state())
+    return {r[0]: r[1] for r in df.groupBy(PART).count().collect()}
+
+
+def _files(cycle) -> dict:
+    """month -> {(data file, its deletion vector or None)} of pos's live files at the recorded version."""
+    _, files = delta_snapshot(cycle.lake.table_path("pos"), cycle.lake.state().version("pos"))
+    out: dict = {}
+    for path, add in files.items():
+        dv = add.get("deletionVector")
+        out.setdefault(add["partitionValues"][PART], set()).add((path, dv and dv.get("pathOrInlineDv")))
+    return out
 
 
 def test_a_night_rewrites_and_checks_only_the_months_it_touches(tmp_path, spark, quiet):
@@ -52,14 +65,12 @@ def test_a_night_rewrites_and_checks_only_the_months_it_touches(tmp_path, spark,
     write_changes(root, "b0000", initial)
     cycle.run("b0000")
     model.apply(initial)
-    first = cycle.lake.current_base_dir("pos")
-    months = partition_months(first)
-    assert set(months) == {"2026-01", "2026-02", "2026-03", None}, months
-    assert {m: parquet_rows(f) for m, f in months.items()} == {"2026-01": 10, "2026-02": 20, "2026-03": 30, None: 2}
+    assert _month_rows(cycle, spark) == {"2026-01": 10, "2026-02": 20, "2026-03": 30, None: 2}
+    months = _files(cycle)
     check_served(cycle, model, NO_MINMAX, "b0000")
 
     # a night that deletes two February sales and inserts a March one: the delete check reads February
-    # only, apply-base rewrites February and March and links January and the NULL month
+    # only; apply-base's one commit marks the two rows deleted in February's file and adds a March file
     feb = [r for r in model.tables["pos"] if r[2] is not None and r[2].month == 2][:2]
     night = {"pos": [("delete", r) for r in feb] + [("insert", _sale(2, 1, dt.date(2026, 3, 9), 4))]}
     write_changes(root, "b0001", night)
@@ -69,16 +80,16 @@ def test_a_night_rewrites_and_checks_only_the_months_it_touches(tmp_path, spark,
     cycle.refresh("b0001")
     result = cycle.apply_base("b0001")
     model.apply(night)
-    assert result.details["tables"]["pos"]["months_rewritten"] == 2
-    assert result.details["tables"]["pos"]["months_linked"] == 2
-    second = partition_months(cycle.lake.current_base_dir("pos"))
-    assert _inodes(second["2026-01"]) == _inodes(months["2026-01"])  # the same files, not copies
-    assert _inodes(second[None]) == _inodes(months[None])
-    assert set(_inodes(second["2026-03"]).values()).isdisjoint(_inodes(months["2026-03"]).values())
-    assert {m: parquet_rows(f) for m, f in second.items()} == {"2026-01": 10, "2026-02": 18, "2026-03": 31, None: 2}
+    assert result.details["tables"]["pos"]["months"] == 2
+    second = _files(cycle)
+    assert second["2026-01"] == months["2026-01"] and second[None] == months[None]  # untouched
+    assert {p for p, _ in second["2026-02"]} == {p for p, _ in months["2026-02"]}  # not rewritten ...
+    assert all(dv for _, dv in second["2026-02"] - months["2026-02"]) and second["2026-02"] != months["2026-02"]
+    assert months["2026-03"] < second["2026-03"]  # ... and the insert is a new file beside March's
+    assert _month_rows(cycle, spark) == {"2026-01": 10, "2026-02": 18, "2026-03": 31, None: 2}
     check_served(cycle, model, NO_MINMAX, "b0001")
 
-    # a crash after pos's new version is written, before the state switches: the rerun gives the same lake
+    # a crash after pos's commit, before the lake's state record: the rerun commits nothing twice
     night = {"pos": [("delete", _sale(1, 1, None, 7)), ("insert", _sale(1, 2, dt.date(2026, 4, 2), 1))]}
     write_changes(root, "b0002", night)
     cycle.propagate("b0002")
@@ -90,12 +101,13 @@ def test_a_night_rewrites_and_checks_only_the_months_it_touches(tmp_path, spark,
     finally:
         del os.environ["NIGHTSHIFT_CRASH_AT"]
     assert cycle.lake.state().last == "b0001"
+    committed = spark.sql(f"DESCRIBE HISTORY delta.`{cycle.lake.table_path('pos')}`").count()
     cycle.apply_base("b0002")
     model.apply(night)
-    third = partition_months(cycle.lake.current_base_dir("pos"))
-    assert {m: parquet_rows(f) for m, f in third.items()} == {"2026-01": 10, "2026-02": 18, "2026-03": 31, "2026-04": 1,
-                                                               None: 1}
-    assert _inodes(third["2026-02"]) == _inodes(second["2026-02"])
+    assert spark.sql(f"DESCRIBE HISTORY delta.`{cycle.lake.table_path('pos')}`").count() == committed
+    assert cycle.lake.state().version("pos") == committed - 1
+    assert _month_rows(cycle, spark) == {"2026-01": 10, "2026-02": 18, "2026-03": 31, "2026-04": 1, None: 1}
+    assert _files(cycle)["2026-02"] == second["2026-02"]
     check_served(cycle, model, NO_MINMAX, "b0002")
 
     # a delete of a row that is not there is refused, in a month the base has and in one it has not
@@ -122,7 +134,7 @@ def test_random_nights_stay_exact_while_the_layout_is_switched_on_and_off(tmp_pa
         cycle.run(f"b{n:04d}")
         model.apply(changes)
         check_served(cycle, model, views, f"b{n:04d}")
-        laid_out = bool(partition_months(cycle.lake.current_base_dir("pos")))
+        laid_out = PART in read_table(spark, cycle.lake, "pos", cycle.lake.state()).columns
         assert laid_out == (n in (2, 3)) or not any(op for op, _ in changes.get("pos", [])), n
     cycle.close()
 

@@ -234,7 +234,7 @@ def test_the_server_log_is_read_from_where_the_step_began_across_rolled_files(tm
     files the log rolled over to, without a last line still being written; and the marker's end is seen."""
     ours = lambda start: any(t.endswith("_Tag_step") for t in start.get("jobTags", ()))  # noqa: E731
     first, second = tmp_path / "events_1_app", tmp_path / "events_2_app"
-    before = _scan(1, "step", 11, "file:/lake/base/pos") + _task(11, 1000)  # tagged alike, but before the step
+    before = _scan(1, "step", 11, "file:/lake/tables/pos") + _task(11, 1000)  # tagged alike, but before the step
     first.write_text(before + _scan(2, "other", 12, "file:/lake/changes/pos") + _scan(3, "step", 13, "file:/lake/changes/pos")
                      + _task(12, 50) + _task(13, 7))
     second.write_text(_task(13, 3) + _event("end", executionId=3) + _scan(4, "step-end", 14, "x")

@@ -65,7 +65,7 @@ def validate_batch(project: Project, batch: str, sample: int | None = None,
         lake_db = gx_dir / "uncommitted" / "lake.duckdb"
         sampled = prepare_lake(plan, lake, state, warehouse, batch, manifest, settings.sample, lake_db)
         params = row_count_bounds(plan, warehouse, here, settings.row_tolerance)
-        dims = dimension_files(plan, lake, state, rollups)
+        dims = dimension_files(plan, lake, state, rollups, gx_dir / "uncommitted" / "dimensions")
         warehouse.dispose()  # GX opens its own read connections
         progress(f"validate {batch}: running {sum(len(s.suite.expectations) for s in specs)} expectations")
         findings, count, docs = run_suites(specs, warehouse, lake_db, params, batch, gx_dir, dims, settings.keep_results)

@@ -12,6 +12,7 @@ import warnings
 from pathlib import Path
 
 import great_expectations as gx
+import pyarrow.parquet as pq
 import sqlalchemy as sa
 from great_expectations.core.run_identifier import RunIdentifier
 from great_expectations.data_context.types.base import DataContextConfig, InMemoryStoreBackendDefaults, ProgressBarsConfig
@@ -23,17 +24,26 @@ from nightshift import expectations as ex
 from nightshift.gx_duckdb import gx_url  # registers duckdb+autocommit before GX builds engines
 from nightshift.validate.offline import make_offline
 from nightshift.validate.report import DEFAULT_KEEP_RESULTS, DOCS_HISTORY, Finding
+from runtime import delta
 from runtime.lake import Lake, LakeState, parquet_columns
 from warehouse.dialects import copy_parquet
 from warehouse.store import LedgerRow, Warehouse
 
 SQLGLOT_DIALECT = {"duckdb": "duckdb", "postgresql": "postgres"}  # Dialect.name -> sqlglot's name
 
-def dimension_files(plan: Plan, lake: Lake, state: LakeState, rollups) -> dict[str, tuple[list[Path], tuple]]:
-    """table -> (the current base's Parquet files, the (column, type)s the rollup checks read)."""
+def dimension_files(plan: Plan, lake: Lake, state: LakeState, rollups, folder: Path) -> dict[str, tuple[list[Path], tuple]]:
+    """table -> (a Parquet file in `folder` of the columns the rollup checks read, as the lake's Delta table
+    holds them at the state's version; none when the lake has no such table yet, the (column, type)s)."""
     out = {}
+    folder.mkdir(parents=True, exist_ok=True)
     for table, columns in ex.dimensions_needed(rollups, plan.schema).items():
-        out[table] = (lake.base_files(table, state), columns)
+        v, f = state.version(table), folder / f"{table}.parquet"
+        f.unlink(missing_ok=True)
+        if v is not None:  # a column declared after the version was written is left out: it reads NULL
+            present = {n.lower(): n for n in delta.snapshot(lake.table_path(table), v).schema.names}
+            wanted = [present[c.lower()] for c, _ in columns if c.lower() in present]
+            pq.write_table(delta.read_table(lake.table_path(table), v, columns=wanted), f)
+        out[table] = ([f] if v is not None else [], columns)
     return out
 
 

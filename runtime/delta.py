@@ -1,0 +1,317 @@
+"""The lake's Delta tables read without a JVM, at one version, honouring their deletion vectors: for DuckDB
+(the oracle and `nightshift verify`, validation, load's key lookup, a Delta source's first capture) and for
+Python (pyarrow).
+
+Through the `deltalake` package (delta-rs): its log replay gives the live files, their partition values and
+their deletion vectors (each as a keep mask). Two readers, one per engine:
+
+    register_base   DuckDB: a view in plain SQL, DuckDB's own Parquet reader over the live files, less the
+                    rows the vectors delete (a small table of (file, row number)), partition values joined
+                    from the log. Plain SQL, so it holds in a DuckDB file other connections open.
+    arrow_dataset   pyarrow: a file without a deletion vector is a lazy Parquet fragment; a file with one is
+                    read whole and its deleted rows dropped (in memory: only the files the nights' deletes
+                    touched since the last compaction). deltalake's own pyarrow dataset refuses every table
+                    whose protocol has the deletionVectors reader feature, which every lake table has.
+
+A table with column mapping on (its files hold physical column names) is read by delta-rs's own engine and
+held in memory. Types are the lake's: Delta's `timestamp` (UTC instants) reads as a plain TIMESTAMP of the
+UTC wall clock, as nightshift's TIMESTAMP is (Spark's session time zone is UTC); strings as plain strings.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pads
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from lattice.sql import base_select_list, ident, literal
+from runtime.errors import SchemaError
+from runtime.lake import Lake, LakeState
+
+
+@dataclass(frozen=True)
+class DeltaSnapshot:
+    """A Delta table at one version, as its log says: where it is, its columns and its live files."""
+
+    path: Path
+    version: int
+    schema: pa.Schema  # every column, partition columns included, in the lake's Arrow types
+    partition_columns: tuple[str, ...]
+    files: tuple[tuple[Path, dict], ...]  # (data file, its partition values as text) of every live file
+    keep: dict  # data file -> its deletion vector's keep mask (pa.BooleanArray); files without one are absent
+    mapped: bool  # column mapping on: files hold physical column names, read through deltalake's own scan
+
+
+def is_delta_table(path) -> bool:
+    return (Path(path) / "_delta_log").is_dir()
+
+
+def open_table(path, version: int | None = None):
+    """The `deltalake.DeltaTable` at `path` (at `version`, else the newest); SchemaError naming the path
+    when there is no Delta table or the version is not in its log (vacuumed or never written)."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import DeltaError, TableNotFoundError
+
+    if not is_delta_table(path):
+        raise SchemaError(f"{path} is not a Delta table (no _delta_log folder)")
+    try:
+        return DeltaTable(str(path), version=version)
+    except TableNotFoundError:
+        raise SchemaError(f"{path} is not a Delta table (its _delta_log holds no commit)") from None
+    except (DeltaError, OSError, ValueError) as e:
+        at = f" at version {version}" if version is not None else ""
+        raise SchemaError(f"cannot read the Delta table {path}{at}: {_first_line(e)}") from None
+
+
+def version(path) -> int | None:
+    """The newest version of the Delta table at `path`; None when there is none."""
+    return open_table(path).version() if is_delta_table(path) else None
+
+
+def snapshot(path, version: int | None = None) -> DeltaSnapshot:
+    """The table at `version` (else the newest) from its log: live files, partition values, deletion vectors."""
+    dt = open_table(path, version)
+    config = dt.metadata().configuration or {}
+    mapped = config.get("delta.columnMapping.mode", "none") not in ("none", "")
+    schema = arrow_schema(dt.schema().to_json())
+    parts = tuple(dt.metadata().partition_columns)
+    actions = pa.table(dt.get_add_actions(flatten=True))
+    part_names = {f"partition.{p}": p for p in parts}
+    files = []
+    for row in actions.select(["path"] + [c for c in actions.column_names if c in part_names]).to_pylist():
+        values = {part_names[k]: v for k, v in row.items() if k in part_names}
+        files.append((_local(Path(path), row["path"]), {k: (None if v is None else str(v)) for k, v in values.items()}))
+    keep = {}
+    dvs = pa.RecordBatchReader.from_stream(dt.deletion_vectors()).read_all()
+    for uri, mask in zip(dvs.column("filepath").to_pylist(), dvs.column("selection_vector").to_pylist()):
+        keep[_local(Path(path), uri)] = pa.array(mask, pa.bool_())
+    return DeltaSnapshot(Path(path), dt.version(), schema, parts, tuple(files), keep, mapped)
+
+
+def arrow_dataset(path, version: int | None = None) -> pads.Dataset:
+    """The rows of the Delta table at `path` at `version` (else the newest) as a pyarrow dataset, without the
+    rows its deletion vectors delete. Scan it as often as needed: it reads the files, not a stream."""
+    return dataset_of(snapshot(path, version))
+
+
+def dataset_of(snap: DeltaSnapshot) -> pads.Dataset:
+    """arrow_dataset of a snapshot already read."""
+    if snap.mapped:
+        return pads.dataset(_scan_all(snap), schema=snap.schema)
+    fmt = pads.ParquetFileFormat()
+    fragments, deleted_from = [], []
+    for f, values in snap.files:
+        if f in snap.keep:
+            deleted_from.append(_kept_rows(snap, f, values))
+        else:
+            fragments.append(fmt.make_fragment(str(f), filesystem=_FS, partition_expression=_partition_expr(snap, values)))
+    lazy = pads.FileSystemDataset(fragments, snap.schema, fmt, _FS)
+    if not deleted_from:
+        return lazy
+    return pads.UnionDataset(snap.schema, [lazy, pads.InMemoryDataset(pa.concat_tables(deleted_from), schema=snap.schema)])
+
+
+def read_table(path, version: int | None = None, columns: list[str] | None = None) -> pa.Table:
+    """The rows of the Delta table at `version` as one Arrow table (columns: a projection)."""
+    return arrow_dataset(path, version).to_table(columns=columns)
+
+
+def duckdb_view(con, name: str, path, version: int | None, select: str | None = None) -> pads.Dataset:
+    """Make `name` a view of the DuckDB connection `con` over the Delta table at `version`; `select` is its
+    select list (default: every column). The dataset is registered under a name of its own; DuckDB reads it
+    lazily, pushing projections and filters down. Returns the dataset."""
+    return _register(con, name, arrow_dataset(path, version), select)
+
+
+def _register(con, name: str, dataset: pads.Dataset, select: str | None) -> pads.Dataset:
+    source = f"__ns_delta_{name}"
+    con.register(source, dataset)
+    con.execute(f"CREATE OR REPLACE VIEW {ident(name)} AS SELECT {select or '*'} FROM {ident(source)}")
+    return dataset
+
+
+def register_base(con, lake: Lake, table, state: LakeState, cast: bool = False) -> None:
+    """The one way DuckDB reads a table of the lake (a base table, an auxiliary view, a view's lake copy):
+    view `table.name` of `con` over its Delta table at exactly the version `state` records, its declared
+    columns only (the hidden ones left out; a column declared after the version was written reads NULL, as
+    Spark's read of the base reads it; `cast`: every column as its declared type). A table the lake does not
+    hold yet is an empty table of the declared columns.
+
+    The view is plain SQL over the live files (DuckDB's own Parquet reader, projections pushed down) less
+    the rows their deletion vectors delete, kept as a small table `__ns_deleted_<name>` (file, row number)
+    in the same database: it holds in a DuckDB file that other connections open (validation's)."""
+    columns = [(c.name, c.type) for c in table.columns]
+    v = state.version(table.name)
+    if v is None:
+        con.execute(f"CREATE TABLE {ident(table.name)} ({', '.join(f'{ident(n)} {t}' for n, t in columns)})")
+        return
+    snap = snapshot(lake.table_path(table.name), v)
+    select = base_select_list(columns, {n.lower() for n in snap.schema.names}, cast)
+    if snap.mapped:  # physical column names differ from the declared ones: delta-rs's own scan, in memory
+        _register(con, table.name, dataset_of(snap), select)
+        return
+    con.execute(f"CREATE OR REPLACE VIEW {ident(table.name)} AS SELECT {select} FROM ({live_rows_sql(con, snap, table.name)})")
+
+
+def live_rows_sql(con, snap: DeltaSnapshot, name: str) -> str:
+    """DuckDB SQL of the live rows of `snap` (every column, partition columns from the log), creating in `con`
+    the tables it reads: `__ns_deleted_<name>` (the deletion vectors' rows) and, for a partitioned table,
+    `__ns_files_<name>` (each file's partition values)."""
+    cols = ", ".join(f"{ident(f.name)}" for f in snap.schema)
+    if not snap.files:
+        empty = ", ".join(f"CAST(NULL AS {_duckdb_type(f.type)}) AS {ident(f.name)}" for f in snap.schema)
+        return f"SELECT {empty} WHERE FALSE"
+    gone = {str(f): pc.indices_nonzero(pc.invert(m)).cast(pa.int64()) for f, m in snap.keep.items()}
+    deleted = _table(con, f"__ns_deleted_{name}", pa.table({
+        "filename": pa.chunked_array([pa.repeat(pa.scalar(f), len(rows)) for f, rows in gone.items()], pa.string()),
+        "file_row_number": pa.chunked_array(list(gone.values()), pa.int64()),
+    }))
+    files = ", ".join(literal(str(f), "duckdb") for f, _ in snap.files)
+    data = [f.name for f in snap.schema if f.name not in snap.partition_columns]
+    inner = (f"SELECT {', '.join(ident(n) for n in data)}, filename, file_row_number FROM read_parquet([{files}], "
+             f"filename = true, file_row_number = true, union_by_name = true, hive_partitioning = false)")
+    join = ""
+    if snap.partition_columns:
+        values = {p: [_typed(v.get(p), snap.schema.field(p).type) if v.get(p) is not None else None for _, v in snap.files]
+                  for p in snap.partition_columns}
+        parts = _table(con, f"__ns_files_{name}", pa.table(
+            {"filename": [str(f) for f, _ in snap.files],
+             **{p: pa.array(values[p], snap.schema.field(p).type) for p in snap.partition_columns}}))
+        join = f" JOIN {ident(parts)} AS p USING (filename)"
+    return (f"SELECT {cols} FROM ({inner}) AS f{join} "
+            f"ANTI JOIN {ident(deleted)} AS d ON f.filename = d.filename AND f.file_row_number = d.file_row_number")
+
+
+def _table(con, name: str, rows: pa.Table) -> str:
+    """A table `name` of `con` holding `rows` (replaced if it exists)."""
+    con.register("__ns_rows", rows)
+    try:
+        con.execute(f"CREATE OR REPLACE TABLE {ident(name)} AS SELECT * FROM __ns_rows")
+    finally:
+        con.unregister("__ns_rows")
+    return name
+
+
+def _duckdb_type(t: pa.DataType) -> str:
+    if pa.types.is_decimal(t):
+        return f"DECIMAL({t.precision},{t.scale})"
+    return {pa.string(): "VARCHAR", pa.int64(): "BIGINT", pa.int32(): "INTEGER", pa.int16(): "SMALLINT",
+            pa.int8(): "TINYINT", pa.float32(): "FLOAT", pa.float64(): "DOUBLE", pa.bool_(): "BOOLEAN",
+            pa.binary(): "BLOB", pa.date32(): "DATE", pa.timestamp("us"): "TIMESTAMP"}.get(t, "VARCHAR")
+
+
+# ---------------------------------------------------------------- types
+_PRIMITIVE = {
+    "string": pa.string(), "long": pa.int64(), "integer": pa.int32(), "short": pa.int16(), "byte": pa.int8(),
+    "float": pa.float32(), "double": pa.float64(), "boolean": pa.bool_(), "binary": pa.binary(),
+    "date": pa.date32(), "timestamp": pa.timestamp("us"), "timestamp_ntz": pa.timestamp("us"),
+}
+
+
+def arrow_type(delta_type) -> pa.DataType:
+    """A Delta schema type (its JSON form) as the lake's Arrow type."""
+    if isinstance(delta_type, str):
+        if delta_type.startswith("decimal("):
+            p, s = delta_type[len("decimal("):-1].split(",")
+            return pa.decimal128(int(p), int(s))
+        if delta_type in _PRIMITIVE:
+            return _PRIMITIVE[delta_type]
+        raise SchemaError(f"Delta type {delta_type!r} has no column type in nightshift")
+    kind = delta_type.get("type")
+    if kind == "struct":
+        return pa.struct([pa.field(f["name"], arrow_type(f["type"]), f.get("nullable", True)) for f in delta_type["fields"]])
+    if kind == "array":
+        return pa.list_(arrow_type(delta_type["elementType"]))
+    if kind == "map":
+        return pa.map_(arrow_type(delta_type["keyType"]), arrow_type(delta_type["valueType"]))
+    raise SchemaError(f"Delta type {delta_type!r} has no column type in nightshift")
+
+
+def arrow_schema(schema_json: str) -> pa.Schema:
+    fields = json.loads(schema_json)["fields"]
+    return pa.schema([pa.field(f["name"], arrow_type(f["type"]), f.get("nullable", True)) for f in fields])
+
+
+def plain(table: pa.Table, schema: pa.Schema | None = None) -> pa.Table:
+    """`table` in the lake's Arrow types: string views as strings, UTC timestamps as the UTC wall clock
+    (Arrow's cast keeps the instant's UTC value), then cast to `schema` when given."""
+    cols = []
+    for col in table.columns:
+        t = col.type
+        if pa.types.is_string_view(t) or pa.types.is_large_string(t):
+            col = col.cast(pa.string())
+        elif pa.types.is_binary_view(t) or pa.types.is_large_binary(t):
+            col = col.cast(pa.binary())
+        elif pa.types.is_timestamp(t) and t.tz is not None:
+            col = col.cast(pa.timestamp(t.unit)).cast(pa.timestamp("us"))
+        cols.append(col)
+    out = pa.table(cols, names=table.column_names)
+    return out.cast(schema) if schema is not None else out
+
+
+# ---------------------------------------------------------------- files
+_FS = pafs.LocalFileSystem()  # one instance: a dataset's fragments and the dataset share it
+
+
+def _local(root: Path, uri: str) -> Path:
+    """A live file's path (as the log or delta-rs names it: relative and URL-encoded, or a file:// URI)."""
+    parsed = urlparse(uri)
+    if parsed.scheme == "file":
+        return Path(unquote(parsed.path)).resolve()
+    if parsed.scheme and len(parsed.scheme) > 1:
+        raise SchemaError(f"{root}: data file {uri} is not on the local file system")
+    p = Path(unquote(uri))
+    return (p if p.is_absolute() else root / p).resolve()
+
+
+def _partition_expr(snap: DeltaSnapshot, values: dict):
+    expr = None
+    for name, text in values.items():
+        field = snap.schema.field(name)
+        term = pc.field(name).is_null() if text is None else pc.field(name) == pa.scalar(_typed(text, field.type))
+        expr = term if expr is None else expr & term
+    return expr if expr is not None else pc.scalar(True)
+
+
+def _typed(text: str, type_: pa.DataType):
+    """A partition value (text in the log) as a value of its column's type."""
+    return pa.array([text], pa.string()).cast(type_)[0].as_py()
+
+
+def _kept_rows(snap: DeltaSnapshot, f: Path, values: dict) -> pa.Table:
+    """The rows of data file `f` its deletion vector keeps, with its partition values as columns."""
+    physical = [n for n in snap.schema.names if n not in snap.partition_columns]
+    data = pq.read_table(f, columns=[n for n in physical if n in set(pq.read_schema(f).names)])
+    mask = snap.keep[f]
+    if len(mask) < data.num_rows:  # rows past the vector's end are kept
+        mask = pa.concat_arrays([mask, pa.array([True] * (data.num_rows - len(mask)), pa.bool_())])
+    data = data.filter(mask[: data.num_rows])
+    columns = {}
+    for field in snap.schema:
+        if field.name in snap.partition_columns:
+            text = values.get(field.name)
+            columns[field.name] = pa.array([None if text is None else _typed(text, field.type)] * data.num_rows, field.type)
+        elif field.name in data.column_names:
+            columns[field.name] = data.column(field.name)
+        else:  # a column added after the file was written
+            columns[field.name] = pa.nulls(data.num_rows, field.type)
+    return plain(pa.table(columns), snap.schema)
+
+
+def _scan_all(snap: DeltaSnapshot) -> pa.Table:
+    """Every live row through delta-rs's own engine (column mapping, deletion vectors): held in memory."""
+    dt = open_table(snap.path, snap.version)
+    return plain(pa.RecordBatchReader.from_stream(dt.scan()).read_all(), snap.schema)
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
+
+
