@@ -47,6 +47,7 @@ class DeltaSnapshot:
     files: tuple[tuple[Path, dict], ...]  # (data file, its partition values as text) of every live file
     keep: dict  # data file -> its deletion vector's keep mask (pa.BooleanArray); files without one are absent
     mapped: bool  # column mapping on: files hold physical column names, read through deltalake's own scan
+    schema_json: str = ""  # the log's schema as it holds it (Spark's JSON schema form)
 
 
 def is_delta_table(path) -> bool:
@@ -80,7 +81,8 @@ def snapshot(path, version: int | None = None) -> DeltaSnapshot:
     dt = open_table(path, version)
     config = dt.metadata().configuration or {}
     mapped = config.get("delta.columnMapping.mode", "none") not in ("none", "")
-    schema = arrow_schema(dt.schema().to_json())
+    schema_json = dt.schema().to_json()
+    schema = arrow_schema(schema_json)
     parts = tuple(dt.metadata().partition_columns)
     actions = pa.table(dt.get_add_actions(flatten=True))
     part_names = {f"partition.{p}": p for p in parts}
@@ -92,7 +94,16 @@ def snapshot(path, version: int | None = None) -> DeltaSnapshot:
     dvs = pa.RecordBatchReader.from_stream(dt.deletion_vectors()).read_all()
     for uri, mask in zip(dvs.column("filepath").to_pylist(), dvs.column("selection_vector").to_pylist()):
         keep[_local(Path(path), uri)] = pa.array(mask, pa.bool_())
-    return DeltaSnapshot(Path(path), dt.version(), schema, parts, tuple(files), keep, mapped)
+    return DeltaSnapshot(Path(path), dt.version(), schema, parts, tuple(files), keep, mapped, schema_json)
+
+
+def deleted_rows(snap: DeltaSnapshot) -> pa.Table:
+    """The rows the snapshot's deletion vectors delete: (file name, row number in the file)."""
+    gone = {f.name: pc.indices_nonzero(pc.invert(m)).cast(pa.int64()) for f, m in snap.keep.items()}
+    return pa.table({
+        "file": pa.chunked_array([pa.repeat(pa.scalar(f), len(rows)) for f, rows in gone.items()], pa.string()),
+        "row": pa.chunked_array(list(gone.values()), pa.int64()),
+    })
 
 
 def arrow_dataset(path, version: int | None = None) -> pads.Dataset:

@@ -24,6 +24,7 @@ from lattice.sql import ident
 from runtime.errors import BadChangeBatch
 from runtime.lake import PART, Lake, LakeState, missing_columns
 from runtime.night import BatchInfo
+from spark_jobs import lake_tables
 
 OP = "_op"
 _SAMPLE = 3
@@ -53,7 +54,7 @@ def read_table(spark: SparkSession, lake: Lake, name: str, state: LakeState) -> 
     v = state.version(name)
     if v is None:
         return None
-    return spark.read.format("delta").option("versionAsOf", v).load(str(lake.table_path(name)))
+    return lake_tables.read(spark, lake.table_path(name), v)
 
 
 def read_base(spark: SparkSession, lake: Lake, table: Table, state: LakeState) -> DataFrame:

@@ -4,11 +4,16 @@ version each commit made is read back for the lake's state record."""
 
 from __future__ import annotations
 
+import json
 from contextlib import contextmanager
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
+from lattice.sql import ident
+from runtime import delta
 from runtime.lake import Lake
 
 _TXN_APP, _TXN_VERSION = "spark.databricks.delta.write.txnAppId", "spark.databricks.delta.write.txnVersion"
@@ -26,6 +31,28 @@ def latest_version(spark: SparkSession, path: Path) -> int:
     if not versions:
         return int(spark.sql(f"DESCRIBE HISTORY {delta_path(path)} LIMIT 1").collect()[0]["version"])
     return max(versions)
+
+
+def read(spark: SparkSession, path: Path, version: int) -> DataFrame:
+    """The Delta table at `path` at exactly `version`, every column, without the rows its deletion vectors delete.
+
+    Its live files come from the table's log read on the driver (runtime.delta, no job) and are read as plain
+    Parquet, partition values from their folders; the deleted rows (file, row number) leave by a broadcast anti
+    join on the files' own row numbers. Delta's own time-travel read would rebuild the version's snapshot with
+    Spark jobs on every read; the log is the same either way. A table with column mapping on is read by Delta."""
+    snap = delta.snapshot(path, version)
+    if snap.mapped:
+        return spark.read.format("delta").option("versionAsOf", version).load(str(path))
+    schema = StructType.fromJson(json.loads(snap.schema_json))
+    if not snap.files:
+        return spark.createDataFrame([], schema)
+    df = (spark.read.schema(schema).option("basePath", str(path))
+          .parquet(*[str(f) for f, _ in snap.files]).select(*[F.col(ident(n, "spark")) for n in schema.fieldNames()]))
+    if not snap.keep:
+        return df
+    dead = spark.createDataFrame(delta.deleted_rows(snap).to_pandas(), "`__ns_file` string, `__ns_rowno` bigint")
+    live = df.select("*", F.col("_metadata.file_name").alias("__ns_file"), F.col("_metadata.row_index").alias("__ns_rowno"))
+    return live.join(F.broadcast(dead), ["__ns_file", "__ns_rowno"], "left_anti").drop("__ns_file", "__ns_rowno")
 
 
 def write(df: DataFrame, lake: Lake, name: str, mode: str, txn: int | None, partition_by: str | None = None) -> None:
