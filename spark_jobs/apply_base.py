@@ -1,10 +1,11 @@
 """apply-base_k: make batch k part of the lake's base tables (Delta tables), idempotently.
 
-Each changed table gets one Delta commit: inserted rows appended; with deletes, one MERGE that
-deletes exactly the rows the batch's deleted row images pick (bag semantics: one row each, by the
-hidden row identity runtime.lake describes; deletion vectors, no file rewritten) and inserts the
-new rows; a view's lake copy takes its changed groups by one MERGE too. Every commit is Delta's
-idempotent write (app id = the lake and the table, version = k's sequence number). When every table
+Each changed table gets one Delta commit: inserted rows appended; with deletes, the rows the batch's
+deleted row images pick (bag semantics: one row each, by the hidden row identity runtime.lake
+describes) are deleted by deletion vectors, no file rewritten: a few by a DELETE naming them, committed
+before the append, many by one MERGE that also inserts. A view's lake copy takes its changed groups: a
+small copy written anew, a large one by MERGE; a copy no group of which changed is not committed. Every
+commit is Delta's idempotent write (app id = the lake and the table, version = k's sequence number). When every table
 and lake copy has committed, the lake's state record takes the new versions. A crash between two
 commits leaves the old state record; the rerun reads the base at the recorded versions again, and
 Delta skips the commits it already holds, so only what is missing is committed.
@@ -13,8 +14,10 @@ Delta skips the commits it already holds, so only what is missing is committed.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Callable
 
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
@@ -27,10 +30,20 @@ from runtime.faults import checkpoint
 from runtime.lake import PART, ROW_BATCH, ROW_ID, Lake, LakeState
 from runtime.night import BatchInfo
 from spark_jobs.changes import column, in_months, load_batch, month_of, months, read_table
-from spark_jobs.lake_tables import delta_path, idempotent, latest_version, write
+from spark_jobs.lake_tables import delta_path, idempotent, latest_version, live_bytes, write
 from spark_jobs.nested import copy_columns, next_copy, read_copy
 
 MERGE_SOURCE, COPY_SOURCE = "__ns_apply", "__ns_apply_copy"
+# A lake copy smaller than this (its live Parquet) is written anew with its changed groups: one write job,
+# where a MERGE runs a dozen (about 1.5 s whatever the size); a larger one takes its changed groups by MERGE.
+REWRITE_BELOW = 8 << 20
+# Deletes this few are one DELETE naming their row identities (two jobs) and an append; more, one MERGE.
+FEW_DELETES = 1000
+
+
+def _rows_in(folder) -> int:
+    """The rows of a folder of Parquet files written by this night, from their footers (no Spark job)."""
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in Path(folder).glob("*.parquet"))
 
 
 def apply_base(
@@ -69,7 +82,10 @@ def apply_base(
         if not update.is_dir():
             raise BatchOrderError(f"apply-base {batch}: the updates of view {view.name} (its lake copy) are "
                                   f"missing under {update}; rerun nightshift propagate --batch {batch}")
-        if state.version(view.name) is None:  # no copy yet: written whole
+        had = state.version(view.name)
+        if had is not None and not _rows_in(update):  # no group changed: the copy stays at its version
+            continue
+        if had is None or live_bytes(lake.table_path(view.name), had) < REWRITE_BELOW:
             new = next_copy(spark, view, read_copy(spark, lake, view, state), spark.read.parquet(str(update)))
             write(new, lake, view.name, "overwrite", txn)
         else:
@@ -100,12 +116,13 @@ def _merge_copy(spark: SparkSession, lake: Lake, view, updated: DataFrame, txn: 
 def _commit(spark: SparkSession, lake: Lake, table: Table, state: LakeState, info: BatchInfo, by: str | None,
             txn: int) -> dict:
     """Batch k's one commit to `table`: an append, a MERGE (deletes by row identity, inserts), or, when the
-    table is new, its layout changes ([lake] partition_by) or sql/schema.sql declares a column it lacks, the
-    whole table written anew (the rows already there read NULL in the new column)."""
+    table is new, its layout changes ([lake] partition_by) or sql/schema.sql declares a column it lacks or
+    changes a column's type, the whole table written anew (the rows already there read NULL in the new
+    column, and their values in the new type)."""
     ins = _with_identity(spark.table(rel('ins', table.name)), txn, by)
     old = read_table(spark, lake, table.name, state)
     was = state.partitions.get(table.name)
-    if old is None or was != by or _missing(old, table):
+    if old is None or was != by or _missing(old, table) or _retyped(old, table):
         rows = _layout(old.drop(PART) if old is not None and PART in old.columns else old, table, by)
         if old is not None and info.deleted[table.name]:
             rows = rows.join(_chosen(spark, table, rows, None), [ROW_BATCH, ROW_ID], "left_anti")
@@ -127,8 +144,8 @@ def _layout(old: DataFrame | None, table: Table, by: str | None) -> DataFrame | 
     """The rows of a table being written anew, with the month column of the layout `by` (None: none)."""
     if old is None:
         return None
-    cols = [F.lit(None).cast(types.spark_type(c.type)).alias(c.name) if c in _missing(old, table) else column(c.name)
-            for c in table.columns] + [F.col(ROW_BATCH), F.col(ROW_ID)]
+    cols = [F.lit(None).cast(types.spark_type(c.type)).alias(c.name) if c in _missing(old, table)
+            else column(c.name).cast(types.spark_type(c.type)).alias(c.name) for c in table.columns] + [F.col(ROW_BATCH), F.col(ROW_ID)]
     return old.select(*cols, *([month_of(by).alias(PART)] if by is not None else []))
 
 
@@ -136,6 +153,13 @@ def _missing(old: DataFrame, table: Table) -> list:
     """The declared columns the table's Delta table was written without."""
     present = {c.lower() for c in old.columns}
     return [c for c in table.columns if c.name.lower() not in present]
+
+
+def _retyped(old: DataFrame, table: Table) -> list:
+    """The declared columns whose type sql/schema.sql changed since the table's Delta table was written."""
+    lake_types = {f.name.lower(): f.dataType for f in old.schema.fields}
+    return [c for c in table.columns
+            if c.name.lower() in lake_types and lake_types[c.name.lower()].simpleString() != types.spark_type(c.type).lower().replace(" ", "")]
 
 
 def _with_identity(ins: DataFrame, txn: int, by: str | None) -> DataFrame:
@@ -164,10 +188,23 @@ def _chosen(spark: SparkSession, table: Table, base: DataFrame, touched) -> Data
 
 
 def _merge(spark: SparkSession, lake: Lake, table: Table, old: DataFrame, ins: DataFrame, touched, txn: int) -> None:
-    """One MERGE: the chosen rows deleted (deletion vectors), the inserted rows added."""
+    """The chosen rows deleted (deletion vectors), the inserted rows added: when they are few, a DELETE naming
+    their identities and an append, each an idempotent commit of its own (a rerun skips the one done);
+    else one MERGE."""
     cols = list(table.column_names)
     typed_null = {c.name: F.lit(None).cast(types.spark_type(c.type)) for c in table.columns}
     chosen = _chosen(spark, table, old, touched)
+    few = chosen.limit(FEW_DELETES + 1).collect()
+    if len(few) <= FEW_DELETES:
+        ids = ", ".join(f"({int(r[0])}L, {int(r[1])}L)" for r in few)
+        where = f"({ROW_BATCH}, {ROW_ID}) IN ({ids})"
+        if touched is not None:
+            where += " AND " + _in_months_sql(touched)
+        with idempotent(spark, lake, table.name, txn, "delete"):
+            spark.sql(f"DELETE FROM {delta_path(lake.table_path(table.name))} WHERE {where}").collect()
+        checkpoint(f"apply-base:after_delete:{table.name}")
+        write(ins, lake, table.name, "append", txn)
+        return
     extra = [PART] if touched is not None else []
     deletes = chosen.select(*[typed_null[c].alias(c) for c in cols], ROW_BATCH, ROW_ID,
                             *[F.lit(None).cast("string").alias(PART) for _ in extra], F.lit("delete").alias("_op"))
@@ -175,8 +212,7 @@ def _merge(spark: SparkSession, lake: Lake, table: Table, old: DataFrame, ins: D
     deletes.unionByName(inserts).createOrReplaceTempView(MERGE_SOURCE)
     prune = ""
     if touched is not None:  # only the months the batch touches: Delta skips every other month's files
-        named = ", ".join(f"'{m}'" for m in touched if m is not None) or "NULL"
-        prune = f" AND (t.{PART} IN ({named})" + (f" OR t.{PART} IS NULL)" if None in touched else ")")
+        prune = " AND " + _in_months_sql(touched, "t.")
     names = [ident(c, "spark") for c in cols + [ROW_BATCH, ROW_ID] + extra]
     sql = (f"MERGE INTO {delta_path(lake.table_path(table.name))} AS t USING {MERGE_SOURCE} AS s "
            f"ON s._op = 'delete' AND t.{ROW_BATCH} = s.{ROW_BATCH} AND t.{ROW_ID} = s.{ROW_ID}{prune} "
@@ -185,3 +221,9 @@ def _merge(spark: SparkSession, lake: Lake, table: Table, old: DataFrame, ins: D
            f"VALUES ({', '.join('s.' + n for n in names)})")
     with idempotent(spark, lake, table.name, txn):
         spark.sql(sql).collect()
+
+
+def _in_months_sql(touched, alias: str = "") -> str:
+    """Spark SQL: the rows of these months (NULL: the rows without one) of a table laid out by month."""
+    named = ", ".join(f"'{m}'" for m in touched if m is not None) or "NULL"
+    return f"({alias}{PART} IN ({named})" + (f" OR {alias}{PART} IS NULL)" if None in touched else ")")

@@ -55,6 +55,11 @@ def read(spark: SparkSession, path: Path, version: int) -> DataFrame:
     return live.join(F.broadcast(dead), ["__ns_file", "__ns_rowno"], "left_anti").drop("__ns_file", "__ns_rowno")
 
 
+def live_bytes(path: Path, version: int) -> int:
+    """The bytes of the table's live data files at `version`, from its log (no job)."""
+    return sum(f.stat().st_size for f, _ in delta.snapshot(path, version).files)
+
+
 def write(df: DataFrame, lake: Lake, name: str, mode: str, txn: int | None, partition_by: str | None = None) -> None:
     """Append to or overwrite (with its schema and layout) a lake table; txn: the batch's sequence number
     (None: not a batch's commit, e.g. materialize's copies, which the state record switches to)."""
@@ -69,9 +74,10 @@ def write(df: DataFrame, lake: Lake, name: str, mode: str, txn: int | None, part
 
 
 @contextmanager
-def idempotent(spark: SparkSession, lake: Lake, name: str, txn: int):
-    """SQL commands (MERGE, DELETE) in this block commit as the batch's idempotent write to table `name`."""
-    spark.conf.set(_TXN_APP, lake.app_id(name))
+def idempotent(spark: SparkSession, lake: Lake, name: str, txn: int, step: str = ""):
+    """SQL commands (MERGE, DELETE) in this block commit as the batch's idempotent write to table `name`;
+    `step` names a commit of the batch's that comes before its main one (its own app id, the same version)."""
+    spark.conf.set(_TXN_APP, lake.app_id(name) + (f":{step}" if step else ""))
     spark.conf.set(_TXN_VERSION, str(txn))
     try:
         yield

@@ -1,5 +1,5 @@
 """The lake's base tables are Delta tables: a delete removes exactly one of several equal rows (bag semantics,
-by the hidden row identity) as a deletion vector, without rewriting a file; apply-base's commit of a night is
+by the hidden row identity) as a deletion vector, without rewriting a file (a few by a DELETE, many by a MERGE); apply-base's commit of a night is
 idempotent (running it again over the same lake state commits nothing); and every reader of the base reads
 the versions the lake's state records, never a newer commit."""
 
@@ -7,11 +7,14 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+import pytest
+
 from harness import FIGURE_1, Model, check_served, make_project, write_changes
 from nightshift.config import load_project
 from nightshift.cycle import Cycle
 from nightshift.oracle import bag
 from runtime.lake import ROW_BATCH, ROW_ID
+import spark_jobs.apply_base as apply_base_step
 from spark_jobs.apply_base import apply_base
 from spark_jobs.changes import read_base, read_table
 from spark_jobs.lake_tables import delta_path
@@ -24,7 +27,12 @@ def _history(spark, cycle, table: str) -> list:
     return spark.sql(f"DESCRIBE HISTORY {delta_path(cycle.lake.table_path(table))}").orderBy("version").collect()
 
 
-def test_a_delete_is_one_row_by_deletion_vector_and_the_commit_is_idempotent(tmp_path, spark, quiet):
+@pytest.mark.parametrize("deletes", ["few", "many"])
+def test_a_delete_is_one_row_by_deletion_vector_and_the_commit_is_idempotent(tmp_path, spark, quiet, deletes, monkeypatch):
+    """A few deletes are a DELETE naming their rows, then an append; many are one MERGE (here: "many" is
+    made to mean one)."""
+    if deletes == "many":
+        monkeypatch.setattr(apply_base_step, "FEW_DELETES", 0)
     root = make_project(tmp_path / "p", VIEWS)
     cycle = Cycle(load_project(root), spark=spark, progress=quiet)
     model = Model()
@@ -45,11 +53,21 @@ def test_a_delete_is_one_row_by_deletion_vector_and_the_commit_is_idempotent(tmp
     pos = read_table(spark, cycle.lake, "pos", after)
     assert pos.where("qty = 3").count() == 2  # one of the three equal rows went
     assert pos.select(ROW_BATCH, ROW_ID).distinct().count() == pos.count() == 4  # every row its own identity
-    merge = _history(spark, cycle, "pos")[-1]
-    assert merge["operation"] == "MERGE" and merge["version"] == after.version("pos") == before.version("pos") + 1
-    metrics = merge["operationMetrics"]
-    assert metrics["numTargetRowsDeleted"] == "1" and metrics["numTargetDeletionVectorsAdded"] == "1", metrics
-    assert metrics["numTargetFilesRemoved"] == "0" and metrics["numTargetRowsInserted"] == "1", metrics
+    history = _history(spark, cycle, "pos")
+    if deletes == "many":
+        merge = history[-1]
+        assert merge["operation"] == "MERGE" and merge["version"] == after.version("pos") == before.version("pos") + 1
+        metrics = merge["operationMetrics"]
+        assert metrics["numTargetRowsDeleted"] == "1" and metrics["numTargetDeletionVectorsAdded"] == "1", metrics
+        assert metrics["numTargetFilesRemoved"] == "0" and metrics["numTargetRowsInserted"] == "1", metrics
+    else:
+        delete, append = history[-2:]
+        assert (delete["operation"], append["operation"]) == ("DELETE", "WRITE")
+        assert append["version"] == after.version("pos") == before.version("pos") + 2
+        metrics = delete["operationMetrics"]
+        assert metrics["numDeletedRows"] == "1" and metrics["numDeletionVectorsAdded"] == "1", metrics
+        assert metrics["numRemovedFiles"] == "0", metrics
+        assert append["operationMetrics"]["numOutputRows"] == "1"
 
     # apply-base of the same night over the same lake state again (a rerun after a crash before the state
     # record): Delta holds the night's commit, so nothing is committed twice

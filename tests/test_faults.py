@@ -27,7 +27,7 @@ AUX = compile_project(SCHEMA_SQL, {f"{n}.sql": sql for n, sql in VIEWS.items()})
 CRASH_POINTS = (  # every view's merge is in the one refresh transaction: three of them stand for all
     ["propagate:after_view:SID_sales", f"propagate:after_view:{AUX}"]
     + [f"refresh:after_merge:{v}" for v in ("SID_sales", "best_day", "distinct_items")]
-    + ["refresh:before_commit", "apply-base:after_table:items", "apply-base:after_table:pos",
+    + ["refresh:before_commit", "apply-base:after_table:items", "apply-base:after_delete:pos", "apply-base:after_table:pos",
        "apply-base:after_table:SID_sales", f"apply-base:after_table:{AUX}", "after_refresh"]
 )
 # the lake-side steps (propagate, apply-base) do the same on either warehouse: PostgreSQL runs the points of
