@@ -6,7 +6,7 @@ is a foreign key of the base (or a dimension's key). An outer view W over V (opt
 dimensions through those keys) is then an ordinary delta-mode view over that table: its change set
 is V's summary-delta expressed as updates (000 §6, Figure 5: for every changed group of V its old
 served row deleted and its new one inserted), computed by propagate from sd_V and the lake's copy of
-V (runtime: lake/base/<V>/), which apply-base switches with the base. MIN/MAX of an inner aggregate
+V (runtime: the Delta table lake/tables/<V>/), whose version apply-base records with the base. MIN/MAX of an inner aggregate
 under decreases is recomputed for the groups the 4.3 test picks (000 §5's C_i: the extreme deleted
 or lowered and not re-established) from that copy, never from the base.
 """
