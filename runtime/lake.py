@@ -324,7 +324,13 @@ class Lake:
         return self.tables / "_nights" / f"batch_id={batch}.json"
 
     def state(self) -> LakeState:
+        """The lake's state record; an empty lake's when there is none. A lake of the earlier format (versioned
+        Parquet folders under base/) is refused, naming the command that converts it: read as empty, its
+        base tables would vanish from the nights."""
         data = _read_json(self.state_path)
+        if data is None and (self.root / "base" / "_state.json").is_file():
+            raise SchemaError(f"{self.root} is a lake of the earlier format (versioned Parquet folders under "
+                              f"{self.root / 'base'}); convert it to Delta tables once: nightshift migrate-lake --project DIR")
         return _state_of(data) if data is not None else LakeState()
 
     def state_after(self, batch: str) -> LakeState | None:

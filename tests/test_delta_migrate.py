@@ -15,7 +15,7 @@ import pytest
 from harness import ARROW, COLUMNS, FIGURE_1, BatchGenerator, Model, make_project, write_changes
 from nightshift.config import load_project
 from nightshift.cycle import Cycle
-from nightshift.errors import ConfigError
+from nightshift.errors import ConfigError, SchemaError
 from nightshift.migrate import migrate_lake
 from nightshift.oracle import bag, duckdb_base
 from runtime.lake import Lake
@@ -42,7 +42,7 @@ def _old_lake(root: Path, tables: dict[str, list[tuple]], applied: tuple[str, ..
     (base / "_state.json").write_text(json.dumps({"applied": list(applied), "versions": {t: version for t in tables}}))
 
 
-def test_an_old_lake_converts_once_and_its_nights_continue(spark, tmp_path):
+def test_an_old_lake_converts_once_and_its_nights_continue(spark, tmp_path, capsys):
     root = make_project(tmp_path / "proj", FIGURE_1)
     model = Model()
     gen = BatchGenerator(11, model)
@@ -51,6 +51,12 @@ def test_an_old_lake_converts_once_and_its_nights_continue(spark, tmp_path):
     write_changes(root, "b0000", first)  # the batch the earlier lake applied
     _old_lake(root, model.tables, ("b0000",))
     project = load_project(root)
+    # before the conversion, a night or status refuses the lake, naming the command (never reads it as empty)
+    from nightshift.cli import main
+    assert main(["status", "--project", str(root)]) != 0
+    assert "lake of the earlier format" in capsys.readouterr().err
+    with pytest.raises(SchemaError, match="nightshift migrate-lake"):
+        Lake(root / "lake").state()
     done = migrate_lake(project, spark)
     assert done.applied == ("b0000",) and done.tables == {t: len(rows) for t, rows in model.tables.items()}
     lake = Lake(root / "lake")
