@@ -37,22 +37,31 @@ def read(spark: SparkSession, path: Path, version: int) -> DataFrame:
     """The Delta table at `path` at exactly `version`, every column, without the rows its deletion vectors delete.
 
     Its live files come from the table's log read on the driver (runtime.delta, no job) and are read as plain
-    Parquet, partition values from their folders; the deleted rows (file, row number) leave by a broadcast anti
-    join on the files' own row numbers. Delta's own time-travel read would rebuild the version's snapshot with
-    Spark jobs on every read; the log is the same either way. A table with column mapping on is read by Delta."""
+    Parquet, partition values from their folders; the deleted rows (file, row number) of the files that have a
+    deletion vector leave by a broadcast anti join on those files' own row numbers. Delta's own time-travel
+    read would rebuild the version's snapshot with Spark jobs on every read; the log is the same either way.
+    A table with column mapping on is read by Delta."""
     snap = delta.snapshot(path, version)
     if snap.mapped:
         return spark.read.format("delta").option("versionAsOf", version).load(str(path))
     schema = StructType.fromJson(json.loads(snap.schema_json))
     if not snap.files:
         return spark.createDataFrame([], schema)
-    df = (spark.read.schema(schema).option("basePath", str(path))
-          .parquet(*[str(f) for f, _ in snap.files]).select(*[F.col(ident(n, "spark")) for n in schema.fieldNames()]))
-    if not snap.keep:
-        return df
+    cols = [F.col(ident(n, "spark")) for n in schema.fieldNames()]
+
+    def files(paths: list[str]) -> DataFrame:
+        return spark.read.schema(schema).option("basePath", str(path)).parquet(*paths)
+
+    whole = [str(f) for f, _ in snap.files if f not in snap.keep]
+    marked = [str(f) for f, _ in snap.files if f in snap.keep]
+    if not marked:
+        return files(whole).select(*cols)
+    # only the files with a deletion vector pay for the anti join
     dead = spark.createDataFrame(delta.deleted_rows(snap).to_pandas(), "`__ns_file` string, `__ns_rowno` bigint")
-    live = df.select("*", F.col("_metadata.file_name").alias("__ns_file"), F.col("_metadata.row_index").alias("__ns_rowno"))
-    return live.join(F.broadcast(dead), ["__ns_file", "__ns_rowno"], "left_anti").drop("__ns_file", "__ns_rowno")
+    live = files(marked).select(*cols, F.col("_metadata.file_name").alias("__ns_file"),
+                                F.col("_metadata.row_index").alias("__ns_rowno"))
+    live = live.join(F.broadcast(dead), ["__ns_file", "__ns_rowno"], "left_anti").select(*cols)
+    return live if not whole else files(whole).select(*cols).unionByName(live)
 
 
 def live_bytes(path: Path, version: int) -> int:
