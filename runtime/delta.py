@@ -97,9 +97,10 @@ def snapshot(path, version: int | None = None) -> DeltaSnapshot:
     return DeltaSnapshot(Path(path), dt.version(), schema, parts, tuple(files), keep, mapped, schema_json)
 
 
-def deleted_rows(snap: DeltaSnapshot) -> pa.Table:
-    """The rows the snapshot's deletion vectors delete: (file name, row number in the file)."""
-    gone = {f.name: pc.indices_nonzero(pc.invert(m)).cast(pa.int64()) for f, m in snap.keep.items()}
+def deleted_rows(snap: DeltaSnapshot, full_path: bool = False) -> pa.Table:
+    """The rows the snapshot's deletion vectors delete: (file, row number in the file); the file by its name
+    (unique: Delta names data files by a UUID), or by its whole path."""
+    gone = {(str(f) if full_path else f.name): pc.indices_nonzero(pc.invert(m)).cast(pa.int64()) for f, m in snap.keep.items()}
     return pa.table({
         "file": pa.chunked_array([pa.repeat(pa.scalar(f), len(rows)) for f, rows in gone.items()], pa.string()),
         "row": pa.chunked_array(list(gone.values()), pa.int64()),
@@ -179,11 +180,8 @@ def live_rows_sql(con, snap: DeltaSnapshot, name: str) -> str:
     if not snap.files:
         empty = ", ".join(f"CAST(NULL AS {_duckdb_type(f.type)}) AS {ident(f.name)}" for f in snap.schema)
         return f"SELECT {empty} WHERE FALSE"
-    gone = {str(f): pc.indices_nonzero(pc.invert(m)).cast(pa.int64()) for f, m in snap.keep.items()}
-    deleted = _table(con, f"__ns_deleted_{name}", pa.table({
-        "filename": pa.chunked_array([pa.repeat(pa.scalar(f), len(rows)) for f, rows in gone.items()], pa.string()),
-        "file_row_number": pa.chunked_array(list(gone.values()), pa.int64()),
-    }))
+    deleted = _table(con, f"__ns_deleted_{name}",
+                     deleted_rows(snap, full_path=True).rename_columns(["filename", "file_row_number"]))
     files = ", ".join(literal(str(f), "duckdb") for f, _ in snap.files)
     data = [f.name for f in snap.schema if f.name not in snap.partition_columns]
     inner = (f"SELECT {', '.join(ident(n) for n in data)}, filename, file_row_number FROM read_parquet([{files}], "

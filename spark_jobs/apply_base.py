@@ -14,10 +14,8 @@ Delta skips the commits it already holds, so only what is missing is committed.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Callable
 
-import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
@@ -27,7 +25,7 @@ from lattice.ir import Plan, Table
 from lattice.sql import ident
 from runtime.errors import BatchOrderError
 from runtime.faults import checkpoint
-from runtime.lake import PART, ROW_BATCH, ROW_ID, Lake, LakeState
+from runtime.lake import PART, ROW_BATCH, ROW_ID, Lake, LakeState, parquet_rows
 from runtime.night import BatchInfo
 from spark_jobs.changes import column, in_months, load_batch, month_of, months, read_table
 from spark_jobs.lake_tables import delta_path, idempotent, latest_version, live_bytes, write
@@ -40,10 +38,6 @@ REWRITE_BELOW = 8 << 20
 # Deletes this few are one DELETE naming their row identities (two jobs) and an append; more, one MERGE.
 FEW_DELETES = 1000
 
-
-def _rows_in(folder) -> int:
-    """The rows of a folder of Parquet files written by this night, from their footers (no Spark job)."""
-    return sum(pq.ParquetFile(f).metadata.num_rows for f in Path(folder).glob("*.parquet"))
 
 
 def apply_base(
@@ -83,7 +77,7 @@ def apply_base(
             raise BatchOrderError(f"apply-base {batch}: the updates of view {view.name} (its lake copy) are "
                                   f"missing under {update}; rerun nightshift propagate --batch {batch}")
         had = state.version(view.name)
-        if had is not None and not _rows_in(update):  # no group changed: the copy stays at its version
+        if had is not None and not parquet_rows(update):  # no group changed: the copy stays at its version
             continue
         if had is None or live_bytes(lake.table_path(view.name), had) < REWRITE_BELOW:
             new = next_copy(spark, view, read_copy(spark, lake, view, state), spark.read.parquet(str(update)))
