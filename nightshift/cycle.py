@@ -267,7 +267,7 @@ class Cycle:
         if self._batch_info and self._batch_info[0] == batch and self._batch_info[1] == state:
             info = self._batch_info[2]
         details = apply_base(self.spark, self.plan, self.lake, batch, state, info, self.progress,
-                             self.project.partitions)
+                             self.project.partitions, self.options.rewrite_below)
         return StepResult("apply-base", batch, seconds=time.perf_counter() - t0, details=details)
 
     def publish(self, batch: str) -> StepResult:

@@ -132,6 +132,12 @@ class Lake:
         writes them, apply-base makes them part of the view's next lake copy (lake/tables/<view>/)."""
         return self.delta_root(batch) / "_copies" / rel("copy", view)
 
+    def matched_dir(self, batch: str, table: str, version: int) -> Path:
+        """The base rows (declared columns and row identity) of `table` at `version` equal to a row batch <ID>
+        deletes: the delete check writes them, apply-base deletes the ones the deletes pick without reading
+        the base again."""
+        return self.delta_root(batch) / "_matched" / f"{rel('matched', table)}_v{version}"
+
     def node_dir(self, batch: str, node: str) -> Path:
         """Where propagate --level stores the summary-delta of lattice point `node` for later levels."""
         return self.delta_root(batch) / "_nodes" / rel("sd", node)

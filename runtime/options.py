@@ -10,6 +10,9 @@ of the night's plan (runtime.night) and of its manifest, so what ran is recorded
     NIGHTSHIFT_LATTICE_STATS_ROWS   measure summary-delta sizes for batches of this many change rows or more
     NIGHTSHIFT_REFRESH_OPT=0        refresh every table by the plain Figure 8 path (no 4.3 paths)
     NIGHTSHIFT_APPLY_FROM_TABLES=0  nightshift apply builds every view from the base (not from a summary table)
+    NIGHTSHIFT_REWRITE_BELOW        a lake table with less live data than this many bytes is written anew by
+                                    apply-base (default 8 MiB); a larger one takes deletes as deletion vectors
+                                    and inserts as appends; 0: every table the larger way
 """
 
 from __future__ import annotations
@@ -21,6 +24,9 @@ from typing import Mapping
 from runtime.errors import ConfigError
 
 DEFAULT_STATS_ROWS = 50_000
+# Below this much live Parquet, writing a lake table anew is one write job, where deleting by deletion
+# vectors is a DELETE or MERGE of its own (a dozen jobs, about 1-2 s whatever the table's size).
+DEFAULT_REWRITE_BELOW = 8 << 20
 
 
 @dataclass(frozen=True)
@@ -31,6 +37,7 @@ class Options:
     stats_rows: int = DEFAULT_STATS_ROWS
     refresh_optimize: bool = True
     apply_from_tables: bool = True  # nightshift apply may build a view from a summary table that stays (issue 20)
+    rewrite_below: int = DEFAULT_REWRITE_BELOW  # bytes: apply-base writes a smaller lake table anew
     new_keys: tuple[str, ...] = ()  # [refresh] new_keys: views whose summary-delta groups are all new (4.3)
 
     @staticmethod
@@ -42,6 +49,7 @@ class Options:
             stats_rows=_count(env, "NIGHTSHIFT_LATTICE_STATS_ROWS", DEFAULT_STATS_ROWS),
             refresh_optimize=_switch(env, "NIGHTSHIFT_REFRESH_OPT"),
             apply_from_tables=_switch(env, "NIGHTSHIFT_APPLY_FROM_TABLES"),
+            rewrite_below=_count(env, "NIGHTSHIFT_REWRITE_BELOW", DEFAULT_REWRITE_BELOW, "bytes"),
             new_keys=tuple(new_keys),
         )
 
@@ -53,10 +61,10 @@ def _switch(env: Mapping[str, str], name: str) -> bool:
     return value == "1"
 
 
-def _count(env: Mapping[str, str], name: str, default: int) -> int:
+def _count(env: Mapping[str, str], name: str, default: int, unit: str = "rows") -> int:
     value = env.get(name)
     if value is None:
         return default
     if not value.strip().isdigit():
-        raise ConfigError(f"environment variable {name}={value!r}: use a whole number of rows")
+        raise ConfigError(f"environment variable {name}={value!r}: use a whole number of {unit}")
     return int(value)

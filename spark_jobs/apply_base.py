@@ -2,9 +2,12 @@
 
 Each changed table gets one Delta commit: inserted rows appended; with deletes, the rows the batch's
 deleted row images pick (bag semantics: one row each, by the hidden row identity runtime.lake
-describes) are deleted by deletion vectors, no file rewritten: a few by a DELETE naming them, committed
-before the append, many by one MERGE that also inserts. A view's lake copy takes its changed groups: a
-small copy written anew, a large one by MERGE; a copy no group of which changed is not committed. Every
+describes; picked from the rows the batch's delete check found equal to them, without reading the base
+again) are deleted by deletion vectors, no file rewritten: a few by a DELETE naming them, committed
+before the append, many by one MERGE that also inserts. A table with less live data than the night's
+options say (rewrite_below) is written anew instead: one write where a DELETE or MERGE is a dozen
+Spark jobs. A view's lake copy takes its changed groups: a small copy written anew, a large one by
+MERGE; a copy no group of which changed is not committed. Every
 commit is Delta's idempotent write (app id = the lake and the table, version = k's sequence number). When every table
 and lake copy has committed, the lake's state record takes the new versions. A crash between two
 commits leaves the old state record; the rerun reads the base at the recorded versions again, and
@@ -27,14 +30,12 @@ from runtime.errors import BatchOrderError
 from runtime.faults import checkpoint
 from runtime.lake import PART, ROW_BATCH, ROW_ID, Lake, LakeState, parquet_rows
 from runtime.night import BatchInfo
-from spark_jobs.changes import column, in_months, load_batch, month_of, months, read_table
+from runtime.options import DEFAULT_REWRITE_BELOW
+from spark_jobs.changes import column, in_months, load_batch, month_of, months, read_matched, read_table
 from spark_jobs.lake_tables import delta_path, idempotent, latest_version, live_bytes, write
 from spark_jobs.nested import copy_columns, next_copy, read_copy
 
 MERGE_SOURCE, COPY_SOURCE = "__ns_apply", "__ns_apply_copy"
-# A lake copy smaller than this (its live Parquet) is written anew with its changed groups: one write job,
-# where a MERGE runs a dozen (about 1.5 s whatever the size); a larger one takes its changed groups by MERGE.
-REWRITE_BELOW = 8 << 20
 # Deletes this few are one DELETE naming their row identities (two jobs) and an append; more, one MERGE.
 FEW_DELETES = 1000
 
@@ -49,11 +50,14 @@ def apply_base(
     info: BatchInfo | None = None,
     progress: Callable[[str], None] = lambda _: None,
     partitions: dict[str, str] | None = None,
+    rewrite_below: int = DEFAULT_REWRITE_BELOW,
 ) -> dict:
-    """`partitions`: table -> the date column whose months lay its base out ([lake] partition_by)."""
+    """`partitions`: table -> the date column whose months lay its base out ([lake] partition_by).
+    `rewrite_below`: a lake table with less live Parquet than this many bytes is written anew.
+    Runs after the batch's refresh, so its propagate checked the batch against this very lake state."""
     t0 = time.perf_counter()
     if info is None:
-        info = load_batch(spark, lake, plan, batch, state)
+        info = load_batch(spark, lake, plan, batch, state, checked=True)
     versions, laid_out = dict(state.versions), dict(state.partitions)
     txn = state.sequence
     counts = {}
@@ -62,7 +66,7 @@ def apply_base(
             continue
         by = (partitions or {}).get(table.name)
         counts[table.name] = {"inserted": info.inserted[table.name], "deleted": info.deleted[table.name]}
-        counts[table.name] |= _commit(spark, lake, table, state, info, by, txn)
+        counts[table.name] |= _commit(spark, lake, table, state, info, by, txn, rewrite_below)
         versions[table.name] = latest_version(spark, lake.table_path(table.name))
         laid_out.pop(table.name, None)
         if by is not None:
@@ -79,7 +83,7 @@ def apply_base(
         had = state.version(view.name)
         if had is not None and not parquet_rows(update):  # no group changed: the copy stays at its version
             continue
-        if had is None or live_bytes(lake.table_path(view.name), had) < REWRITE_BELOW:
+        if had is None or live_bytes(lake.table_path(view.name), had) < rewrite_below:
             new = next_copy(spark, view, read_copy(spark, lake, view, state), spark.read.parquet(str(update)))
             write(new, lake, view.name, "overwrite", txn)
         else:
@@ -108,18 +112,21 @@ def _merge_copy(spark: SparkSession, lake: Lake, view, updated: DataFrame, txn: 
 
 
 def _commit(spark: SparkSession, lake: Lake, table: Table, state: LakeState, info: BatchInfo, by: str | None,
-            txn: int) -> dict:
-    """Batch k's one commit to `table`: an append, a MERGE (deletes by row identity, inserts), or, when the
-    table is new, its layout changes ([lake] partition_by) or sql/schema.sql declares a column it lacks or
-    changes a column's type, the whole table written anew (the rows already there read NULL in the new
-    column, and their values in the new type)."""
+            txn: int, rewrite_below: int) -> dict:
+    """Batch k's commit to `table`: an append, deletes by row identity and inserts, or the whole table
+    written anew: when the table is new, its layout changes ([lake] partition_by), sql/schema.sql declares a
+    column it lacks or changes a column's type (the rows already there read NULL in the new column, and
+    their values in the new type), or the night deletes from a table smaller than `rewrite_below`."""
     ins = _with_identity(spark.table(rel('ins', table.name)), txn, by)
     old = read_table(spark, lake, table.name, state)
     was = state.partitions.get(table.name)
-    if old is None or was != by or _missing(old, table) or _retyped(old, table):
+    deletes = bool(info.deleted[table.name])
+    small = old is not None and deletes and live_bytes(lake.table_path(table.name), state.version(table.name)) < rewrite_below
+    if old is None or was != by or _missing(old, table) or _retyped(old, table) or small:
         rows = _layout(old.drop(PART) if old is not None and PART in old.columns else old, table, by)
-        if old is not None and info.deleted[table.name]:
-            rows = rows.join(_chosen(spark, table, rows, None), [ROW_BATCH, ROW_ID], "left_anti")
+        if old is not None and deletes:
+            chosen = _chosen(spark, table, _matched_or(spark, lake, table, state, info, rows), None)
+            rows = rows.join(chosen, [ROW_BATCH, ROW_ID], "left_anti")
         new = ins if rows is None else rows.unionByName(ins)
         write(new if by is None else new.repartition(PART), lake, table.name, "overwrite", txn,
               PART if by is not None else None)
@@ -127,11 +134,19 @@ def _commit(spark: SparkSession, lake: Lake, table: Table, state: LakeState, inf
     touched = months(spark.table(rel('ins', table.name)).unionByName(spark.table(rel('del', table.name))), by) \
         if by is not None else None
     out = {"months": len(touched)} if touched is not None else {}
-    if not info.deleted[table.name]:
+    if not deletes:
         write(ins, lake, table.name, "append", txn)
         return out
-    _merge(spark, lake, table, old, ins, touched, txn)
+    matched = _matched_or(spark, lake, table, state, info, None)
+    _merge(spark, lake, table, old if matched is None else matched, ins, touched, txn)
     return out
+
+
+def _matched_or(spark: SparkSession, lake: Lake, table: Table, state: LakeState, info: BatchInfo, base):
+    """The base rows the batch's delete check found equal to a deleted row; `base` when that check's record
+    of them is not there (e.g. removed by hand)."""
+    matched = read_matched(spark, lake, table, state, info.batch)
+    return base if matched is None else matched
 
 
 def _layout(old: DataFrame | None, table: Table, by: str | None) -> DataFrame | None:
@@ -165,8 +180,8 @@ def _with_identity(ins: DataFrame, txn: int, by: str | None) -> DataFrame:
 
 def _chosen(spark: SparkSession, table: Table, base: DataFrame, touched) -> DataFrame:
     """The identities of the base rows the batch deletes: for a row image deleted n times, n of the rows
-    equal to it (the first n by identity). Reads the declared columns and the identity, and in a table
-    laid out by month only the months the deletes touch."""
+    equal to it (the first n by identity). `base`: the rows the delete check matched, or the base itself (its
+    declared columns and the identity read, and in a table laid out by month only the months `touched`)."""
     cols = list(table.column_names)
     dels = spark.table(rel('del', table.name))
     if touched is not None:
@@ -181,13 +196,13 @@ def _chosen(spark: SparkSession, table: Table, base: DataFrame, touched) -> Data
     return b.join(d, on, "left_semi").select(ROW_BATCH, ROW_ID)
 
 
-def _merge(spark: SparkSession, lake: Lake, table: Table, old: DataFrame, ins: DataFrame, touched, txn: int) -> None:
+def _merge(spark: SparkSession, lake: Lake, table: Table, base: DataFrame, ins: DataFrame, touched, txn: int) -> None:
     """The chosen rows deleted (deletion vectors), the inserted rows added: when they are few, a DELETE naming
     their identities and an append, each an idempotent commit of its own (a rerun skips the one done);
     else one MERGE."""
     cols = list(table.column_names)
     typed_null = {c.name: F.lit(None).cast(types.spark_type(c.type)) for c in table.columns}
-    chosen = _chosen(spark, table, old, touched)
+    chosen = _chosen(spark, table, base, touched)
     few = chosen.limit(FEW_DELETES + 1).collect()
     if len(few) <= FEW_DELETES:
         ids = ", ".join(f"({int(r[0])}L, {int(r[1])}L)" for r in few)

@@ -22,7 +22,7 @@ from lattice.emit import rel
 from lattice.ir import FunctionalDependency, Plan, Table
 from lattice.sql import ident
 from runtime.errors import BadChangeBatch
-from runtime.lake import PART, Lake, LakeState, missing_columns
+from runtime.lake import PART, ROW_BATCH, ROW_ID, Lake, LakeState, missing_columns
 from runtime.night import BatchInfo
 from spark_jobs import lake_tables
 
@@ -87,20 +87,13 @@ def in_months(wanted) -> "F.Column":
     return cond | F.col(PART).isNull() if None in wanted else cond
 
 
-def read_months(spark: SparkSession, lake: Lake, table: Table, state: LakeState, wanted) -> DataFrame:
-    """The rows of the table's base in these months only (partition pruning). The whole table when it
-    is not laid out by month."""
-    df = read_table(spark, lake, table.name, state)
-    if df is None or table.name not in state.partitions:
-        return read_base(spark, lake, table, state)
-    return _typed_base(df.where(in_months(wanted)), table, lake.table_path(table.name))
-
-
-def _typed_base(df: DataFrame, table: Table, d) -> DataFrame:
+def _typed_base(df: DataFrame, table: Table, d, keep: tuple[str, ...] = ()) -> DataFrame:
+    """The declared columns in their declared types (and the lake's own columns `keep`, as they are)."""
     missing = missing_columns(table, {c.lower() for c in df.columns}, d)
     if missing:
         df = df.select("*", *[F.lit(None).alias(c.name) for c in missing])
-    return typed(df, table)
+    return df.select(*[column(c.name).cast(types.spark_type(c.type)).alias(c.name) for c in table.columns],
+                     *[F.col(c) for c in keep if c in df.columns])
 
 
 def register_base(spark: SparkSession, lake: Lake, plan: Plan, state: LakeState) -> None:
@@ -148,7 +141,7 @@ def load_batch(spark: SparkSession, lake: Lake, plan: Plan, batch: str, state: L
     checks: list[Check] = []
     for t in plan.schema.base_tables:
         if info.deleted[t.name]:
-            checks.append(_deletes_exist(t, batch, _delete_candidates(spark, lake, t, state)))
+            checks.append(_deletes_exist(t, batch, _matched(spark, lake, t, state, batch)))
         if t.primary_key and t.name in info.changed:
             checks.append(_primary_key(t, batch))
         checks.extend(_foreign_keys(spark, t, info))
@@ -287,16 +280,33 @@ def _nullsafe_on(cols: list[str], a: str, b: str) -> str:
     return " AND ".join(f"{a}.{_q(c)} <=> {b}.{_q(c)}" for c in cols)
 
 
-def _delete_candidates(spark: SparkSession, lake: Lake, table: Table, state: LakeState) -> str:
-    """The relation a delete check matches the batch's deleted rows against: the whole base, or for a
-    partitioned one (issue 21) only the months of the deleted rows, __ns_oldm_<t> (a deleted row can only
-    match a row of its own month)."""
-    by = state.partitions.get(table.name)
-    if by is None or state.version(table.name) is None:
+def _matched(spark: SparkSession, lake: Lake, table: Table, state: LakeState, batch: str) -> str:
+    """The relation the delete check matches the batch's deleted rows against: the base rows equal to a
+    deleted row, with their row identity, read in one pass over the base (in a table laid out by month, only
+    the months of the deleted rows: a deleted row can only match a row of its own month) and written under
+    the batch (Lake.matched_dir), where apply-base picks the rows it deletes from them."""
+    raw = read_table(spark, lake, table.name, state)
+    if raw is None:
         return rel('old', table.name)
-    wanted = months(spark.table(rel('del', table.name)), by)
-    read_months(spark, lake, table, state, wanted).createOrReplaceTempView(rel('oldm', table.name))
-    return rel('oldm', table.name)
+    if table.name in state.partitions:
+        raw = raw.where(in_months(months(spark.table(rel('del', table.name)), state.partitions[table.name])))
+    cols = list(table.column_names)
+    base = _typed_base(raw, table, lake.table_path(table.name), (ROW_BATCH, ROW_ID, PART))
+    keys = spark.table(rel('del', table.name)).dropDuplicates(cols)
+    hit = base.join(keys, [base[_q(c)].eqNullSafe(keys[_q(c)]) for c in cols], "left_semi")
+    folder = lake.matched_dir(batch, table.name, state.version(table.name))
+    hit.write.mode("overwrite").parquet(str(folder))
+    spark.read.parquet(str(folder)).createOrReplaceTempView(rel('matched', table.name))
+    return rel('matched', table.name)
+
+
+def read_matched(spark: SparkSession, lake: Lake, table: Table, state: LakeState, batch: str) -> DataFrame | None:
+    """The base rows the delete check of batch `batch` found equal to a deleted row (see _matched), None when
+    that check did not run over this state of the table (apply-base then matches the base itself)."""
+    folder = lake.matched_dir(batch, table.name, state.version(table.name))
+    if not (folder / "_SUCCESS").exists():
+        return None
+    return spark.read.parquet(str(folder))
 
 
 def _deletes_exist(table: Table, batch: str, base: str) -> Check:

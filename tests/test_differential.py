@@ -54,6 +54,8 @@ def run_random_nights(tmp_path, spark, views: dict, seed: int, nights: int, quie
 
 
 @pytest.mark.parametrize("backend,seed", CASES)
-def test_random_batches_equal_recomputation(tmp_path, spark, quiet, warehouse_url, backend, seed):
+def test_random_batches_equal_recomputation(tmp_path, spark, quiet, warehouse_url, backend, seed, monkeypatch):
+    if seed % 2 == 0:  # deletes by deletion vectors every night (the other seeds' tables are written anew)
+        monkeypatch.setenv("NIGHTSHIFT_REWRITE_BELOW", "0")
     url = warehouse_url(backend, f"diff_{seed}")
     assert run_random_nights(tmp_path, spark, VIEWS, seed, BATCHES, quiet, url) == BATCHES + 1

@@ -35,6 +35,15 @@ CRASH_POINTS = (  # every view's merge is in the one refresh transaction: three 
 WAREHOUSE_POINTS = [p for p in CRASH_POINTS if p.startswith(("refresh:", "after_refresh", "propagate:after_view:SID"))]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def deletion_vectors():
+    """Tables this small would be written anew by apply-base: here every night deletes by deletion vectors
+    (a DELETE, then an append), so that a crash can fall between the two commits."""
+    with pytest.MonkeyPatch.context() as m:
+        m.setenv("NIGHTSHIFT_REWRITE_BELOW", "0")
+        yield
+
+
 @pytest.fixture(scope="module", params=BACKENDS)
 def prepared(request, tmp_path_factory, spark_session):
     """A project after two nights, plus night 3 (with deletes and a dimension change) landed but not run,
