@@ -4,7 +4,7 @@ Projects: the folders in NIGHTSHIFT_PROJECTS (separated by ':'), default <repo>/
 Parsing this file reads only each project's text files (nightshift.toml, sql/): no Spark, no
 database, no lake; the plan's levels come from nightshift.plancache (compiled once per inputs' hash).
 
-    choose_batch ─► propagate_level_0 ─► … ─► propagate_level_<n> ─► window_gate ─► refresh ─► apply_base
+    choose_batch ─► propagate_level_0 ─► … ─► propagate_level_<n> ─► window_gate ─► refresh ─► apply_base ─► compact
     (no Spark)      (one spark-submit per D-lattice level with work)    (deferred)    (one txn)   (spark-submit)
                                                                           publish ◄── validate ◄───┘
 
@@ -110,6 +110,9 @@ DOCS = {
                "with 'ignore the batch window'). See {runbook}, 'Messages and what to do'.",
     "apply_base": "Makes the batch part of the lake's base tables (atomic; a rerun after a crash completes it). "
                   "Skips a batch already applied.",
+    "compact": "Rewrites the lake tables' files the nights left small or full of deleted rows (nightshift compact), "
+               "outside the window; no row changes, and the night is published without waiting for it. Finishes at "
+               "once when no table needs it. A failure leaves every table as it was: clear the task to retry.",
     "validate": "Runs the Great Expectations checks on the refreshed summary tables. A critical failure blocks "
                 "publish and is not retried: the message names the summary table, the check and the batch; later "
                 "nights wait until this one passes. See {runbook}, 'Messages and what to do'.",
@@ -265,6 +268,11 @@ def build_dag(root: Path) -> DAG:
             doc_md=DOCS["apply_base"], **spark_args
         )
 
+        compact = NightshiftSparkSubmit(
+            task_id="compact", application_args=["compact", "--project", str(root), "--batch", BATCH],
+            doc_md=DOCS["compact"], **spark_args
+        )
+
         @task(doc_md=DOCS["validate"].format(runbook=RUNBOOK))
         def validate(batch: str) -> str:
             """The Great Expectations gate (nightshift validate): publish only follows success."""
@@ -306,6 +314,7 @@ def build_dag(root: Path) -> DAG:
         chain(chosen, *propagate, gate, refreshed, apply_base)
         checked = validate(chosen)
         apply_base >> checked
+        apply_base >> compact
         publish(checked)
     return dag
 

@@ -133,7 +133,7 @@ class NightshiftSparkSubmit(SparkSubmitOperator):
         """Why the step has nothing left to do (nightshift.cycle.Cycle.finished: the lake and the ledger say
         its output for this batch is complete), so the task ends at once without starting Spark; None
         when it must run."""
-        if step not in ("propagate", "apply-base"):
+        if step not in ("propagate", "apply-base", "compact"):
             return None
         from nightshift.cycle import Cycle
 

@@ -99,6 +99,12 @@ def _parser() -> argparse.ArgumentParser:
                    "refresh needs); default: every level in one Spark job")
     cmd("refresh", _step("refresh"), "Apply the batch's summary-deltas to every summary table in one transaction.", batch=True)
     cmd("apply-base", _step("apply_base"), "Apply the batch to the lake's base tables (atomic).", batch=True)
+    c = cmd("compact", _compact, "Rewrite the lake tables' files the nights left small (each night's inserts are "
+            "files of their own) or full of deleted rows (each night's deletes mark rows, no file rewritten), outside "
+            "the window; no row changes. Only the tables that need it; the Airflow DAG runs it after apply-base. "
+            "Run it between nights, not while one is being applied.")
+    c.add_argument("--purge", action="store_true", help="write every file with deleted rows again without them "
+                   "(default: only once a file lost more than 5%% of its rows)")
     c = cmd("validate", _validate, "Run the Great Expectations gate on the summary tables after refresh and apply-base: "
             "critical failures block publish (exit 1), warnings do not; writes data docs to gx/data_docs.", batch=True)
     c.add_argument("--sample", type=int, metavar="N", help="random groups per summary table recomputed from the base "
@@ -384,6 +390,17 @@ def _step(name: str):
         return 0
 
     return run
+
+
+def _compact(args) -> int:
+    r = _cycle(args).compact(args.purge)
+    if r.skipped:
+        print(f"compact: skipped ({r.skipped})")
+        return 0
+    for name, t in r.details["tables"].items():
+        print(f"compact: {name}: version {t['from']} -> {t['to']} ({t['reason']})")
+    print(f"compact: done in {r.seconds:.2f}s")
+    return 0
 
 
 def _run(args) -> int:

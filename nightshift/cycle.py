@@ -29,7 +29,9 @@ from runtime.lake import Lake, LakeState, check_batch_id
 from runtime.manifest import Manifest
 from runtime.night import BatchInfo
 from runtime.options import Options
+from runtime import delta
 from spark_jobs.apply_base import apply_base
+from spark_jobs.compact import compact
 from spark_jobs.materialize import materialize, materialize_views, switch_layer_copies
 from spark_jobs.propagate import propagate
 from spark_jobs.session import get_spark
@@ -174,10 +176,18 @@ class Cycle:
         step = "propagate" if level is None else f"propagate --level {level}"
         return StepResult(step, batch, seconds=time.perf_counter() - t0, details=result)
 
-    def finished(self, step: str, batch: str, level: int | None = None) -> str | None:
-        """Why `step` ("propagate", "apply-base") of `batch` has nothing left to do, read from the lake
+    def finished(self, step: str, batch: str = "", level: int | None = None, purge: bool = False) -> str | None:
+        """Why `step` ("propagate", "apply-base", "compact") of `batch` has nothing left to do, read from the lake
         and the ledger without Spark (the DAG's tasks check it before they start a Spark job); None when
         it must run. Raises BatchOrderError like the step itself would."""
+        if step == "compact":
+            state = self.lake.state()
+            for name, v in sorted(state.versions.items()):
+                path = self.lake.table_path(name)
+                newest = delta.version(path)
+                if newest != v or delta.compaction(name, path, v, purge).needed:
+                    return None
+            return "no lake table has small files or deleted rows to compact"
         status = self.status(batch)
         if step == "propagate":
             return f"batch {batch} is already {status}" if status != "pending" else \
@@ -269,6 +279,16 @@ class Cycle:
         details = apply_base(self.spark, self.plan, self.lake, batch, state, info, self.progress,
                              self.project.partitions, self.options.rewrite_below)
         return StepResult("apply-base", batch, seconds=time.perf_counter() - t0, details=details)
+
+    def compact(self, purge: bool = False) -> StepResult:
+        """Rewrite the lake tables' files that the nights left small or full of deleted rows (spark_jobs.compact),
+        outside the window; no row changes. Skipped, without starting Spark, when no table needs it."""
+        t0 = time.perf_counter()
+        reason = self.finished("compact", purge=purge)
+        if reason:
+            return StepResult("compact", None, skipped=reason)
+        details = compact(self.spark, self.lake, purge, self.progress)
+        return StepResult("compact", None, seconds=time.perf_counter() - t0, details=details)
 
     def publish(self, batch: str) -> StepResult:
         """Mark a refreshed, validated night published in the ledger (after nightshift validate; the

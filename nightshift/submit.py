@@ -1,6 +1,7 @@
-"""spark-submit entry point for the Airflow DAG: `submit.py propagate|apply-base|capture --project DIR --batch ID
-[--level K]` (propagate --level K: one level of the night's D-lattice, as the DAG's propagate_level_<K> task;
-capture: the [capture.*] sources of nightshift.toml become the batch, as the DAG's capture task).
+"""spark-submit entry point for the Airflow DAG: `submit.py propagate|apply-base|compact|capture --project DIR
+--batch ID [--level K]` (propagate --level K: one level of the night's D-lattice, as the DAG's propagate_level_<K>
+task; compact: the lake's tables compacted after the night, as the DAG's compact task; capture: the
+[capture.*] sources of nightshift.toml become the batch, as the DAG's capture task).
 
 The master and resources come from spark-submit (the Airflow `spark_default` connection), so the
 same task runs on local[*] or on a spark:// cluster unchanged. spark-submit runs this file as a
@@ -36,7 +37,8 @@ def run_step(project, step: str, batch: str, level: int | None = None, spark_fac
                                        + f" in {c.seconds:.2f}s")
     cycle = Cycle(project, spark_factory=spark_factory)
     try:
-        r = cycle.propagate(batch, level) if step == "propagate" else cycle.apply_base(batch)
+        r = cycle.propagate(batch, level) if step == "propagate" else cycle.compact() if step == "compact" \
+            else cycle.apply_base(batch)
     finally:
         cycle.close()
     return f"{r.step} {batch}: " + (f"skipped ({r.skipped})" if r.skipped else f"done in {r.seconds:.2f}s")
@@ -44,7 +46,7 @@ def run_step(project, step: str, batch: str, level: int | None = None, spark_fac
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="submit.py")
-    p.add_argument("step", choices=["propagate", "apply-base", "capture"])
+    p.add_argument("step", choices=["propagate", "apply-base", "compact", "capture"])
     p.add_argument("--project", required=True)
     p.add_argument("--batch", required=True)
     p.add_argument("--level", type=int, help="propagate only this level of the D-lattice")

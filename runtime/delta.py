@@ -107,6 +107,90 @@ def deleted_rows(snap: DeltaSnapshot, full_path: bool = False) -> pa.Table:
     })
 
 
+# ---------------------------------------------------------------- compaction
+# Compaction rewrites a table's files without changing its rows (Delta marks those commits dataChange=false):
+# the nights' small appends bin-packed into larger files, and the rows deletion vectors delete dropped.
+SMALL_FILE = 16 << 20  # a file under this is a candidate for bin-packing
+SMALL_FILES = 16  # ... once the table has this many
+TARGET_FILE = 128 << 20  # the size bin-packing writes
+DELETED_RATIO = 0.05  # a file that lost more than this share of its rows has the table's deleted rows purged
+
+
+@dataclass(frozen=True)
+class Compaction:
+    """What compacting one lake table at one version does, decided from its log alone (no Spark)."""
+
+    table: str
+    small: int  # files under SMALL_FILE
+    deleted: int  # files with more than DELETED_RATIO of their rows deleted
+    marked: int  # files with any deletion vector
+    purge: bool  # drop every deleted row (`nightshift compact --purge`), not only those of the files above
+
+    @property
+    def pack(self) -> bool:
+        """Bin-pack the small files (Delta's OPTIMIZE)."""
+        return self.small >= SMALL_FILES
+
+    @property
+    def drop(self) -> bool:
+        """Write every file with deleted rows again without them (REORG TABLE ... APPLY (PURGE))."""
+        return self.deleted > 0 or (self.purge and self.marked > 0)
+
+    @property
+    def needed(self) -> bool:
+        return self.pack or self.drop
+
+    def reason(self) -> str:
+        parts = []
+        if self.small >= SMALL_FILES:
+            parts.append(f"{self.small} files under {SMALL_FILE >> 20} MiB")
+        if self.deleted:
+            parts.append(f"{self.deleted} of {self.marked} file(s) with deleted rows lost more than "
+                         f"{DELETED_RATIO:.0%} of their rows")
+        elif self.purge and self.marked:
+            parts.append(f"{self.marked} file(s) with deleted rows (--purge)")
+        return "; ".join(parts) or "nothing to compact"
+
+
+def compaction(table: str, path, version: int, purge: bool = False) -> Compaction:
+    """Whether and why the Delta table at `version` needs compacting (its live files' sizes and record
+    counts, its deletion vectors' cardinalities, all from the log)."""
+    dt = open_table(path, version)
+    adds = pa.table(dt.get_add_actions(flatten=True)).select(["path", "size_bytes", "num_records"]).to_pylist()
+    records = {_local(Path(path), a["path"]): a["num_records"] for a in adds}
+    small = sum(1 for a in adds if a["size_bytes"] < SMALL_FILE)
+    dvs = pa.RecordBatchReader.from_stream(dt.deletion_vectors()).read_all()
+    deleted = marked = 0
+    masks = dvs.column("selection_vector").combine_chunks() if dvs.num_rows else []
+    for i, uri in enumerate(dvs.column("filepath").to_pylist()):
+        mask = masks[i].values  # the file's keep mask, read in Arrow
+        gone = len(mask) - (pc.sum(mask).as_py() or 0)
+        if gone:
+            marked += 1
+            total = records.get(_local(Path(path), uri)) or len(mask)
+            deleted += gone > DELETED_RATIO * total
+    return Compaction(table, small, deleted, marked, purge)
+
+
+def data_unchanged(path, since: int, until: int) -> bool:
+    """Every commit of the Delta table after version `since` up to `until` only rearranged files (each of
+    its file actions says dataChange false: a compaction): the table at `until` holds the rows it held at
+    `since`."""
+    log = Path(path) / "_delta_log"
+    for v in range(since + 1, until + 1):
+        commit = log / f"{v:020d}.json"
+        if not commit.is_file():
+            return False
+        for line in commit.read_text().splitlines():
+            action = json.loads(line) if line.strip() else {}
+            for kind in ("add", "remove", "cdc"):
+                if kind in action and action[kind].get("dataChange", True):
+                    return False
+            if "metaData" in action or "protocol" in action:
+                return False
+    return True
+
+
 def arrow_dataset(path, version: int | None = None) -> pads.Dataset:
     """The rows of the Delta table at `path` at `version` (else the newest) as a pyarrow dataset, without the
     rows its deletion vectors delete. Scan it as often as needed: it reads the files, not a stream."""

@@ -73,7 +73,8 @@ FIGURE_3_LEVELS = [["SID_sales"], ["SiC_sales", "sCD_sales"], ["sR_sales"]]
 def test_dag_parses_without_work_and_follows_the_lattice(tmp_path):
     """Parsing reads text files only (the project has no lake data yet, and no warehouse exists after the
     parse); the task graph is choose_batch -> one propagate task per D-lattice level, in order -> gate ->
-    refresh -> apply_base -> validate -> publish, the levels those of Figure 3; the DAG and every task say
+    refresh -> apply_base -> validate -> publish (and compact after apply_base), the levels those of Figure 3;
+    the DAG and every task say
     what they do, and the trigger form asks for the batch, a range and the window override."""
     project = tmp_path / "retail"
     init_project(project, None, rows=0)
@@ -84,12 +85,13 @@ def test_dag_parses_without_work_and_follows_the_lattice(tmp_path):
     graph = result["graph"]
     levels = [f"propagate_level_{k}" for k in range(len(FIGURE_3_LEVELS))]
     chain = ["choose_batch", *levels, "window_gate", "refresh", "apply_base", "validate", "publish"]
-    assert set(graph) == set(chain)
+    assert set(graph) == set(chain) | {"compact"}
     for upstream, downstream in zip(chain, chain[1:]):
         assert downstream in graph[upstream], (upstream, graph[upstream])
+    assert "compact" in graph["apply_base"] and graph["compact"] == []
     for k, points in enumerate(FIGURE_3_LEVELS):
         assert f"level {k} ({', '.join(points)})" in result["docs"][levels[k]]
-    assert set(result["docs"]) == set(chain)
+    assert set(result["docs"]) == set(chain) | {"compact"}
     assert "one change batch per run" in result["description"] and "Trigger form" in result["dag_doc"]
     assert set(result["params"]) == {"batch_id", "through_batch", "ignore_window", "reason"}
     assert not (project / "warehouse.duckdb").exists() and not list((project / "lake").rglob("*.parquet"))

@@ -12,7 +12,9 @@ import pytest
 from harness import FIGURE_1, Model, check_served, make_project, write_changes
 from nightshift.config import load_project
 from nightshift.cycle import Cycle
-from nightshift.oracle import bag
+from nightshift.errors import InjectedCrash
+from nightshift.oracle import bag, duckdb_base
+from runtime import delta
 from runtime.lake import ROW_BATCH, ROW_ID
 import spark_jobs.apply_base as apply_base_step
 from spark_jobs.apply_base import apply_base
@@ -86,4 +88,79 @@ def test_a_delete_is_one_row_by_deletion_vector_and_the_commit_is_idempotent(tmp
                               "CAST(1 AS DECIMAL(8,2)) AS price", f"99L AS {ROW_BATCH}", f"0L AS {ROW_ID}") \
         .write.format("delta").mode("append").save(str(cycle.lake.table_path("pos")))
     assert bag(read_base(spark, cycle.lake, table, after).collect()) == bag(model.tables["pos"])
+    cycle.close()
+
+
+def test_compact_rewrites_deleted_rows_away_changes_no_row_and_survives_a_crash(tmp_path, spark, quiet, monkeypatch):
+    """nightshift compact: a table a file of which lost more than 5% of its rows by deletion vectors is written
+    again without the deleted rows (Delta's REORG ... APPLY (PURGE)), the lake's state then names the new version and every reader (Spark,
+    DuckDB, the served views after the next night) sees the same rows; a crash after the rewrite's commit,
+    before the state record, is taken over by the rerun without a second rewrite; nothing to do is a skip;
+    a commit that changed rows and that the state does not record is left alone."""
+    monkeypatch.setenv("NIGHTSHIFT_REWRITE_BELOW", "0")  # a table this small would be written anew
+    root = make_project(tmp_path / "p", VIEWS)
+    cycle = Cycle(load_project(root), spark=spark, progress=quiet)
+    model = Model()
+    initial = {"stores": [("insert", (1, "springfield", "north"))], "items": [("insert", (1, "c0", 1.0))],
+               "pos": [("insert", (1, 1, None, q, Decimal("1.00"))) for q in range(1, 9)]}
+    night = {"pos": [("delete", (1, 1, None, 3, Decimal("1.00"))), ("insert", (1, 1, None, 9, Decimal("4.00")))]}
+    for batch, changes in (("b0000", initial), ("b0001", night)):
+        write_changes(root, batch, changes)
+        cycle.run(batch)
+        model.apply(changes)
+    done = cycle.compact()  # pos lost one of its first file's rows: more than 5%
+    assert done.skipped is None and set(done.details["tables"]) == {"pos"}, done
+    compacted = cycle.lake.state()
+    snap = delta.snapshot(cycle.lake.table_path("pos"), compacted.version("pos"))
+    assert not snap.keep, "compact must leave no file with a deletion vector"
+    assert _history(spark, cycle, "pos")[-1]["operation"] == "REORG"  # the deleted rows purged
+    table = cycle.plan.schema.table("pos")
+    assert bag(read_base(spark, cycle.lake, table, compacted).collect()) == bag(model.tables["pos"])
+    con = duckdb_base(cycle.lake, cycle.plan.schema)
+    assert bag(con.execute('SELECT * FROM "pos"').fetchall()) == bag(model.tables["pos"])
+    con.close()
+    assert cycle.compact().skipped == "no lake table has small files or deleted rows to compact"
+
+    # a crash after the rewrite's commit, before the state record: the rerun records it, rewrites nothing again
+    night = {"pos": [("delete", (1, 1, None, 5, Decimal("1.00")))]}
+    write_changes(root, "b0002", night)
+    cycle.run("b0002")
+    model.apply(night)
+    before = cycle.lake.state()
+    monkeypatch.setenv("NIGHTSHIFT_CRASH_AT", "compact:after_table:pos")
+    with pytest.raises(InjectedCrash):
+        cycle.compact()
+    monkeypatch.delenv("NIGHTSHIFT_CRASH_AT")
+    assert cycle.lake.state() == before
+    commits = len(_history(spark, cycle, "pos"))
+    assert cycle.compact().details["tables"]["pos"]["to"] == commits - 1
+    assert len(_history(spark, cycle, "pos")) == commits and cycle.lake.state().version("pos") == commits - 1
+    assert bag(read_base(spark, cycle.lake, table, cycle.lake.state()).collect()) == bag(model.tables["pos"])
+
+    # the next night runs on the compacted table
+    night = {"pos": [("delete", (1, 1, None, 9, Decimal("4.00"))), ("insert", (1, 1, None, 7, Decimal("2.00")))]}
+    write_changes(root, "b0003", night)
+    cycle.run("b0003")
+    model.apply(night)
+    check_served(cycle, model, VIEWS, "b0003")
+
+    # small files (here: two count as many) are bin-packed into one
+    monkeypatch.setattr(delta, "SMALL_FILES", 2)
+    assert len(delta.snapshot(cycle.lake.table_path("pos"), cycle.lake.state().version("pos")).files) >= 2
+    cycle.compact()
+    assert "OPTIMIZE" in [h["operation"] for h in _history(spark, cycle, "pos")[-2:]]
+    assert len(delta.snapshot(cycle.lake.table_path("pos"), cycle.lake.state().version("pos")).files) == 1
+    assert bag(read_base(spark, cycle.lake, table, cycle.lake.state()).collect()) == bag(model.tables["pos"])
+    monkeypatch.undo()
+
+    # a commit that changed rows and that the state does not record is never compacted into the state
+    state = cycle.lake.state()
+    spark.range(1).selectExpr("1 AS storeID", "1 AS itemID", "CAST(NULL AS DATE) AS date", "100 AS qty",
+                              "CAST(1 AS DECIMAL(8,2)) AS price", f"99L AS {ROW_BATCH}", f"0L AS {ROW_ID}") \
+        .write.format("delta").mode("append").save(str(cycle.lake.table_path("pos")))
+    messages = []
+    cycle.progress = messages.append
+    cycle.compact(purge=True)
+    assert cycle.lake.state().version("pos") == state.version("pos")
+    assert any("pos skipped: its Delta table has commits after version" in m for m in messages), messages
     cycle.close()
