@@ -162,6 +162,10 @@ class Lake:
                      "_copies": {rel("copy", v): v for v in copied}}.get(parts[2])
             if names is not None and folder in names:
                 return ("node" if parts[2] == "_nodes" else "update"), names[folder]
+            if parts[2] == "_matched":  # <rel('matched', table)>_v<version>
+                table = next((t for t in night.info.deleted if folder.startswith(rel("matched", t) + "_v")), None)
+                if table is not None:
+                    return "matched", table
             part = {f"part={v.part}": v.view for v in night.views}.get(parts[2])
             if part is not None:
                 return "delta", part

@@ -38,8 +38,8 @@ class RowsRead:
     kind: 'base' (a base table at the night's version, lake/tables/<t>/), 'copy' (the lake copy of a view nested
     views read, lake/tables/<view>/), 'changes' (the batch's change files of a table), 'node' (a lattice
     point an earlier level stored, _nodes/), 'delta' (a view's summary-delta an earlier level wrote,
-    part=<i>/), 'update' (tonight's new rows of a copied view's changed groups, _copies/), 'other' (name:
-    the path)."""
+    part=<i>/), 'update' (tonight's new rows of a copied view's changed groups, _copies/), 'matched' (the
+    base rows equal to a deleted row, as the delete check kept them, _matched/), 'other' (name: the path)."""
 
     kind: str
     name: str
