@@ -44,8 +44,10 @@ def column(name: str):
     return F.col(ident(name, "spark"))
 
 
-def typed(df: DataFrame, table: Table) -> DataFrame:
-    return df.select(*[column(c.name).cast(types.spark_type(c.type)).alias(c.name) for c in table.columns])
+def typed(df: DataFrame, table: Table, keep: tuple[str, ...] = ()) -> DataFrame:
+    """The declared columns in their declared types (and the lake's own columns `keep` that `df` has, as they are)."""
+    return df.select(*[column(c.name).cast(types.spark_type(c.type)).alias(c.name) for c in table.columns],
+                     *[F.col(c) for c in keep if c in df.columns])
 
 
 def read_table(spark: SparkSession, lake: Lake, name: str, state: LakeState) -> DataFrame | None:
@@ -88,12 +90,10 @@ def in_months(wanted) -> "F.Column":
 
 
 def _typed_base(df: DataFrame, table: Table, d, keep: tuple[str, ...] = ()) -> DataFrame:
-    """The declared columns in their declared types (and the lake's own columns `keep`, as they are)."""
     missing = missing_columns(table, {c.lower() for c in df.columns}, d)
     if missing:
         df = df.select("*", *[F.lit(None).alias(c.name) for c in missing])
-    return df.select(*[column(c.name).cast(types.spark_type(c.type)).alias(c.name) for c in table.columns],
-                     *[F.col(c) for c in keep if c in df.columns])
+    return typed(df, table, keep)
 
 
 def register_base(spark: SparkSession, lake: Lake, plan: Plan, state: LakeState) -> None:
