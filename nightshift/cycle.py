@@ -29,9 +29,8 @@ from runtime.lake import Lake, LakeState, check_batch_id
 from runtime.manifest import Manifest
 from runtime.night import BatchInfo
 from runtime.options import Options
-from runtime import delta
 from spark_jobs.apply_base import apply_base
-from spark_jobs.compact import compact
+from spark_jobs.compact import compact, plan as compact_plan
 from spark_jobs.materialize import materialize, materialize_views, switch_layer_copies
 from spark_jobs.propagate import propagate
 from spark_jobs.session import get_spark
@@ -181,12 +180,8 @@ class Cycle:
         and the ledger without Spark (the DAG's tasks check it before they start a Spark job); None when
         it must run. Raises BatchOrderError like the step itself would."""
         if step == "compact":
-            state = self.lake.state()
-            for name, v in sorted(state.versions.items()):
-                path = self.lake.table_path(name)
-                newest = delta.version(path)
-                if newest != v or delta.compaction(name, path, v, purge).needed:
-                    return None
+            if any(w.todo for w in compact_plan(self.lake, self.lake.state(), purge)):
+                return None
             return "no lake table has small files or deleted rows to compact"
         status = self.status(batch)
         if step == "propagate":

@@ -16,7 +16,7 @@ finished) is left alone and the table skipped.
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from pyspark.sql import SparkSession
@@ -24,7 +24,7 @@ from pyspark.sql import SparkSession
 from runtime import delta
 from runtime.errors import BatchOrderError
 from runtime.faults import checkpoint
-from runtime.lake import Lake
+from runtime.lake import Lake, LakeState
 from spark_jobs.lake_tables import delta_path, latest_version
 
 _CONF = {  # bin-packing: files under SMALL_FILE are packed into files of about TARGET_FILE
@@ -33,22 +33,46 @@ _CONF = {  # bin-packing: files under SMALL_FILE are packed into files of about 
 }
 
 
+@dataclass(frozen=True)
+class Work:
+    """One lake table's part of a compact: its recorded version, the version to start from (newer when an
+    earlier compact's commit is not recorded yet) and what compacting it does (None: a commit that changed
+    rows is not recorded, so the table is left alone)."""
+
+    table: str
+    recorded: int
+    at: int
+    need: delta.Compaction | None
+
+    @property
+    def todo(self) -> bool:
+        """Something to do or to report: a rewrite, a version to record, or a table left alone."""
+        return self.need is None or self.need.needed or self.at != self.recorded
+
+
+def plan(lake: Lake, state: LakeState, purge: bool = False) -> list[Work]:
+    """Every lake table's compaction, decided from the tables' logs on the driver (no Spark)."""
+    out = []
+    for name, recorded in sorted(state.versions.items()):
+        path = lake.table_path(name)
+        at = delta.version(path)
+        unchanged = at == recorded or delta.data_unchanged(path, recorded, at)
+        out.append(Work(name, recorded, at, delta.compaction(name, path, at, purge) if unchanged else None))
+    return out
+
+
 def compact(spark: SparkSession, lake: Lake, purge: bool = False, progress: Callable[[str], None] = lambda _: None) -> dict:
     """Compact every lake table that needs it; returns {table: {"reason", "from", "to"}} and the seconds."""
     t0 = time.perf_counter()
     state = lake.state()
     done: dict[str, dict] = {}
-    for name, recorded in sorted(state.versions.items()):
+    for work in plan(lake, state, purge):
+        name, recorded, at, need = work.table, work.recorded, work.at, work.need
         path = lake.table_path(name)
-        newest = latest_version(spark, path)
-        at = recorded
-        if newest != recorded:
-            if not delta.data_unchanged(path, recorded, newest):
-                progress(f"compact: {name} skipped: its Delta table has commits after version {recorded} that the "
-                         f"lake's state does not record (a night's apply-base not finished: run it, then compact)")
-                continue
-            at = newest  # an earlier compact's commit, not yet recorded
-        need = delta.compaction(name, path, at, purge)
+        if need is None:
+            progress(f"compact: {name} skipped: its Delta table has commits after version {recorded} that the "
+                     f"lake's state does not record (a night's apply-base not finished: run it, then compact)")
+            continue
         reason = need.reason() if need.needed else f"the rewrite of an earlier compact (version {at}), recorded now"
         if need.needed:
             progress(f"compact: {name} at version {at}: {need.reason()}")
@@ -78,7 +102,7 @@ def _record(lake: Lake, state, name: str, version: int):
     now = lake.state()
     if now.applied != state.applied:
         raise BatchOrderError(f"compact: batch {now.last} was applied to the base while compacting {name}; "
-                           f"run nightshift compact again after the night")
+                              f"run nightshift compact again after the night")
     new = replace(now, versions={**now.versions, name: version})
     lake.write_state(new)
     return new
