@@ -191,6 +191,23 @@ def data_unchanged(path, since: int, until: int) -> bool:
     return True
 
 
+def committed(path, mark: str, since: int | None) -> bool:
+    """Whether a commit of the Delta table after version `since` (None: any) carries `mark` as its commit
+    info's user metadata: a night's commit of the table done before a crash. Read on the driver from the
+    commits' log files, newest first (a night's rerun finds its own commit among the last few)."""
+    log = Path(path) / "_delta_log"
+    versions = sorted((int(p.stem) for p in log.glob("*.json") if p.stem.isdigit()), reverse=True)
+    for v in versions:
+        if since is not None and v <= since:
+            return False
+        for line in (log / f"{v:020d}.json").read_text().splitlines():
+            if '"commitInfo"' in line:
+                if json.loads(line)["commitInfo"].get("userMetadata") == mark:
+                    return True
+                break
+    return False
+
+
 def arrow_dataset(path, version: int | None = None) -> pads.Dataset:
     """The rows of the Delta table at `path` at `version` (else the newest) as a pyarrow dataset, without the
     rows its deletion vectors delete. Scan it as often as needed: it reads the files, not a stream."""

@@ -36,10 +36,11 @@ A base table's Delta table holds the declared columns plus hidden ones, which ev
                         the state record names the date column (LakeState.partitions)
 
 A reader of the base reads each table at exactly the version the state record holds (Delta time
-travel, `versionAsOf`), never the latest. apply-base commits each table of batch k once (Delta's
-idempotent writes: app id = the lake and the table, version = k's sequence number), then writes the
+travel, `versionAsOf`), never the latest. apply-base commits each table of batch k once (the
+commit's user metadata names the lake, the table and k's sequence number: Lake.commit_mark), then writes the
 state record: a crash between two tables' commits leaves the old state record, and the rerun commits
-only the tables that are missing (Delta skips a commit whose app id and version it already holds).
+only the tables that are missing (it finds a commit with the same mark after the recorded version and
+skips it; the check reads the table's newest log files on the driver).
 """
 from __future__ import annotations
 
@@ -78,7 +79,7 @@ class LakeState:
 
     @property
     def sequence(self) -> int:
-        """The sequence number of the next batch to apply (its Delta idempotent-write version)."""
+        """The sequence number of the next batch to apply (in its commits' marks, Lake.commit_mark)."""
         return len(self.applied) + 1
 
     def version(self, name: str) -> int | None:
@@ -114,9 +115,11 @@ class Lake:
         """The Delta table of a base table, an auxiliary view or a view's lake copy."""
         return self.tables / name
 
-    def app_id(self, name: str) -> str:
-        """Delta's idempotent-write app id of a table's commits: the lake (the project) and the table."""
-        return f"nightshift:{self.root.resolve()}:{name}"
+    def commit_mark(self, name: str, sequence: int, step: str = "") -> str:
+        """The user metadata of batch `sequence`'s commit to table `name` (`step`: a commit of the batch's
+        before its main one, e.g. a DELETE before the append): how a rerun knows the commit is done."""
+        return json.dumps({"nightshift": str(self.root.resolve()), "table": name, "batch": sequence,
+                           **({"step": step} if step else {})}, sort_keys=True)
 
     def delta_root(self, batch: str) -> Path:
         return self.root / "deltas" / f"batch_id={batch}"

@@ -8,10 +8,11 @@ before the append, many by one MERGE that also inserts. A table with less live d
 options say (rewrite_below) is written anew instead: one write where a DELETE or MERGE is a dozen
 Spark jobs. A view's lake copy takes its changed groups: a small copy written anew, a large one by
 MERGE; a copy no group of which changed is not committed. Every
-commit is Delta's idempotent write (app id = the lake and the table, version = k's sequence number). When every table
+commit carries its mark (the lake, the table, k's sequence number: Lake.commit_mark). When every table
 and lake copy has committed, the lake's state record takes the new versions. A crash between two
-commits leaves the old state record; the rerun reads the base at the recorded versions again, and
-Delta skips the commits it already holds, so only what is missing is committed.
+commits leaves the old state record; the rerun reads the base at the recorded versions again and skips
+every commit whose mark the table's log already holds after its recorded version, so only what is
+missing is committed.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from runtime.lake import PART, ROW_BATCH, ROW_ID, Lake, LakeState, parquet_rows
 from runtime.night import BatchInfo
 from runtime.options import DEFAULT_REWRITE_BELOW
 from spark_jobs.changes import column, in_months, load_batch, month_of, months, read_matched, read_table
-from spark_jobs.lake_tables import delta_path, idempotent, latest_version, live_bytes, write
+from spark_jobs.lake_tables import commit_sql, delta_path, latest_version, live_bytes, write
 from spark_jobs.nested import copy_columns, next_copy, read_copy
 
 MERGE_SOURCE, COPY_SOURCE = "__ns_apply", "__ns_apply_copy"
@@ -85,9 +86,9 @@ def apply_base(
             continue
         if had is None or live_bytes(lake.table_path(view.name), had) < rewrite_below:
             new = next_copy(spark, view, read_copy(spark, lake, view, state), spark.read.parquet(str(update)))
-            write(new, lake, view.name, "overwrite", txn)
+            write(new, lake, view.name, "overwrite", txn, since=had)
         else:
-            _merge_copy(spark, lake, view, spark.read.parquet(str(update)), txn)
+            _merge_copy(spark, lake, view, spark.read.parquet(str(update)), txn, had)
         versions[view.name] = latest_version(spark, lake.table_path(view.name))
         checkpoint(f"apply-base:after_table:{view.name}")
     lake.write_state(LakeState(state.applied + (batch,), versions, laid_out))
@@ -95,7 +96,7 @@ def apply_base(
             "seconds": round(time.perf_counter() - t0, 3)}
 
 
-def _merge_copy(spark: SparkSession, lake: Lake, view, updated: DataFrame, txn: int) -> None:
+def _merge_copy(spark: SparkSession, lake: Lake, view, updated: DataFrame, txn: int, since: int) -> None:
     """A view's lake copy after the batch by one MERGE of the groups it changed (paper 000): a changed group's
     new row replaces its old one, a group whose count reached 0 goes, a new group is added; every other group's
     row (and file) stays."""
@@ -107,8 +108,7 @@ def _merge_copy(spark: SparkSession, lake: Lake, view, updated: DataFrame, txn: 
            f"WHEN MATCHED AND s.{count} <= 0 THEN DELETE "
            f"WHEN MATCHED THEN UPDATE SET {', '.join(f't.{c} = s.{c}' for c in cols)} "
            f"WHEN NOT MATCHED AND s.{count} > 0 THEN INSERT ({', '.join(cols)}) VALUES ({', '.join('s.' + c for c in cols)})")
-    with idempotent(spark, lake, view.name, txn):
-        spark.sql(sql).collect()
+    commit_sql(spark, lake, view.name, txn, since, sql)
 
 
 def _commit(spark: SparkSession, lake: Lake, table: Table, state: LakeState, info: BatchInfo, by: str | None,
@@ -119,6 +119,7 @@ def _commit(spark: SparkSession, lake: Lake, table: Table, state: LakeState, inf
     their values in the new type), or the night deletes from a table smaller than `rewrite_below`."""
     ins = _with_identity(spark.table(rel('ins', table.name)), txn, by)
     old = read_table(spark, lake, table.name, state)
+    since = state.version(table.name)
     was = state.partitions.get(table.name)
     deletes = bool(info.deleted[table.name])
     small = old is not None and deletes and live_bytes(lake.table_path(table.name), state.version(table.name)) < rewrite_below
@@ -129,16 +130,16 @@ def _commit(spark: SparkSession, lake: Lake, table: Table, state: LakeState, inf
             rows = rows.join(chosen, [ROW_BATCH, ROW_ID], "left_anti")
         new = ins if rows is None else rows.unionByName(ins)
         write(new if by is None else new.repartition(PART), lake, table.name, "overwrite", txn,
-              PART if by is not None else None)
+              PART if by is not None else None, since)
         return {"rewritten": True} | ({"months": "all"} if by is not None else {})
     touched = months(spark.table(rel('ins', table.name)).unionByName(spark.table(rel('del', table.name))), by) \
         if by is not None else None
     out = {"months": len(touched)} if touched is not None else {}
     if not deletes:
-        write(ins, lake, table.name, "append", txn)
+        write(ins, lake, table.name, "append", txn, since=since)
         return out
     matched = _matched_or(spark, lake, table, state, info, None)
-    _merge(spark, lake, table, old if matched is None else matched, ins, touched, txn)
+    _merge(spark, lake, table, old if matched is None else matched, ins, touched, txn, since)
     return out
 
 
@@ -196,7 +197,8 @@ def _chosen(spark: SparkSession, table: Table, base: DataFrame, touched) -> Data
     return b.join(d, on, "left_semi").select(ROW_BATCH, ROW_ID)
 
 
-def _merge(spark: SparkSession, lake: Lake, table: Table, base: DataFrame, ins: DataFrame, touched, txn: int) -> None:
+def _merge(spark: SparkSession, lake: Lake, table: Table, base: DataFrame, ins: DataFrame, touched, txn: int,
+           since: int) -> None:
     """The chosen rows deleted (deletion vectors), the inserted rows added: when they are few, a DELETE naming
     their identities and an append, each an idempotent commit of its own (a rerun skips the one done);
     else one MERGE."""
@@ -209,10 +211,10 @@ def _merge(spark: SparkSession, lake: Lake, table: Table, base: DataFrame, ins: 
         where = f"({ROW_BATCH}, {ROW_ID}) IN ({ids})"
         if touched is not None:
             where += " AND " + _in_months_sql(touched)
-        with idempotent(spark, lake, table.name, txn, "delete"):
-            spark.sql(f"DELETE FROM {delta_path(lake.table_path(table.name))} WHERE {where}").collect()
+        commit_sql(spark, lake, table.name, txn, since,
+                   f"DELETE FROM {delta_path(lake.table_path(table.name))} WHERE {where}", "delete")
         checkpoint(f"apply-base:after_delete:{table.name}")
-        write(ins, lake, table.name, "append", txn)
+        write(ins, lake, table.name, "append", txn, since=since)
         return
     extra = [PART] if touched is not None else []
     deletes = chosen.select(*[typed_null[c].alias(c) for c in cols], ROW_BATCH, ROW_ID,
@@ -228,8 +230,7 @@ def _merge(spark: SparkSession, lake: Lake, table: Table, base: DataFrame, ins: 
            f"WHEN MATCHED THEN DELETE "
            f"WHEN NOT MATCHED AND s._op = 'insert' THEN INSERT ({', '.join(names)}) "
            f"VALUES ({', '.join('s.' + n for n in names)})")
-    with idempotent(spark, lake, table.name, txn):
-        spark.sql(sql).collect()
+    commit_sql(spark, lake, table.name, txn, since, sql)
 
 
 def _in_months_sql(touched, alias: str = "") -> str:

@@ -1,11 +1,15 @@
 """The lake's Delta tables as Spark writes them (runtime.lake lays them out): every commit of a night is
-idempotent (Delta's app id and version: a rerun after a crash commits only what is missing), and the
-version each commit made is read back for the lake's state record."""
+idempotent (its user metadata names the lake, the table and the batch, Lake.commit_mark; a rerun after a
+crash finds the commits already made after the recorded version and commits only what is missing), and
+the version each commit made is read back for the lake's state record.
+
+Delta's own idempotent-write options (txnAppId, txnVersion) would do the same, but Delta 4.4 answers
+them by rebuilding the table's whole snapshot state with three Spark jobs before every commit; the mark
+is checked on the driver from the table's newest log files."""
 
 from __future__ import annotations
 
 import json
-from contextlib import contextmanager
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -16,7 +20,7 @@ from lattice.sql import ident
 from runtime import delta
 from runtime.lake import Lake
 
-_TXN_APP, _TXN_VERSION = "spark.databricks.delta.write.txnAppId", "spark.databricks.delta.write.txnVersion"
+_MARK = "spark.databricks.delta.commitInfo.userMetadata"
 
 
 def delta_path(path: Path) -> str:
@@ -69,27 +73,36 @@ def live_bytes(path: Path, version: int) -> int:
     return sum(f.stat().st_size for f, _ in delta.snapshot(path, version).files)
 
 
-def write(df: DataFrame, lake: Lake, name: str, mode: str, txn: int | None, partition_by: str | None = None) -> None:
+def write(df: DataFrame, lake: Lake, name: str, mode: str, txn: int | None, partition_by: str | None = None,
+          since: int | None = None) -> None:
     """Append to or overwrite (with its schema and layout) a lake table; txn: the batch's sequence number
-    (None: not a batch's commit, e.g. materialize's copies, which the state record switches to)."""
+    (None: not a batch's commit, e.g. materialize's copies, which the state record switches to), committed
+    once: skipped when a commit after version `since` (the recorded one) already carries its mark."""
+    path = str(lake.table_path(name))
     w = df.write.format("delta").mode(mode)
     if mode == "overwrite":
         w = w.option("overwriteSchema", "true")
     if partition_by is not None:
         w = w.partitionBy(partition_by)
     if txn is not None:
-        w = w.option("txnAppId", lake.app_id(name)).option("txnVersion", txn)
-    w.save(str(lake.table_path(name)))
+        mark = lake.commit_mark(name, txn)
+        if delta.committed(path, mark, since):
+            return
+        w = w.option("userMetadata", mark)
+    w.save(path)
 
 
-@contextmanager
-def idempotent(spark: SparkSession, lake: Lake, name: str, txn: int, step: str = ""):
-    """SQL commands (MERGE, DELETE) in this block commit as the batch's idempotent write to table `name`;
-    `step` names a commit of the batch's that comes before its main one (its own app id, the same version)."""
-    spark.conf.set(_TXN_APP, lake.app_id(name) + (f":{step}" if step else ""))
-    spark.conf.set(_TXN_VERSION, str(txn))
+def commit_sql(spark: SparkSession, lake: Lake, name: str, txn: int, since: int | None, sql: str,
+               step: str = "") -> bool:
+    """Run a SQL command (MERGE, DELETE) on table `name` as batch `txn`'s commit to it, once: skipped (False)
+    when a commit after version `since` already carries its mark. `step` names a commit of the batch's
+    that comes before its main one."""
+    mark = lake.commit_mark(name, txn, step)
+    if delta.committed(lake.table_path(name), mark, since):
+        return False
+    spark.conf.set(_MARK, mark)
     try:
-        yield
+        spark.sql(sql).collect()
     finally:
-        spark.conf.unset(_TXN_APP)
-        spark.conf.unset(_TXN_VERSION)
+        spark.conf.unset(_MARK)
+    return True
