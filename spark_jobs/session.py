@@ -18,7 +18,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from runtime.errors import ConfigError
-from spark_jobs.packages import DELTA_PACKAGE, delta_conf
+from spark_jobs.packages import DELTA_PACKAGE, delta_conf, delta_jars
 
 QUIET_LOG4J = Path(__file__).resolve().parent / "log4j2.properties"
 # what the JVM prints on its own stderr, outside any logging configuration: the launcher always adds the
@@ -248,6 +248,8 @@ def _user_pairs() -> list[tuple[str, str]]:
         key, _, value = (x.strip() for x in pair.partition("="))
         if key == "spark.jars.packages" and value and DELTA_PACKAGE.rsplit(":", 1)[0] not in value:
             value = f"{value},{DELTA_PACKAGE}"  # (empty: no packages resolved, the jars come from spark.jars)
+        if key == "spark.jars" and value and "delta-spark" not in value and delta_jars():
+            value = ",".join([value, *delta_jars()])  # the user's jars besides the cached Delta Lake ones
         out.append((key, value))
     return out
 
