@@ -61,7 +61,7 @@ def view_changes(spark: SparkSession, view: View, copy: DataFrame, sd: DataFrame
     # the copy's rows of the changed groups, read from the copy once and kept: the new rows and the
     # deleted old rows come from them (only the MIN/MAX recomputations of outer views read the whole copy)
     touched = spark.sql(to_dialect(emit.changed_rows(view, emit.rel("copy", name), emit.rel("final", name), True), "spark"))
-    touched.persist().createOrReplaceTempView(emit.rel("touched", name))
+    touched.localCheckpoint().createOrReplaceTempView(emit.rel("touched", name))
     updated = spark.sql(to_dialect(emit.view_update(view, emit.rel("touched", name), emit.rel("final", name)), "spark"))
     updated.coalesce(1).write.mode("overwrite").parquet(str(out))
     updated = spark.read.parquet(str(out))  # read back: every query below sees these rows as written

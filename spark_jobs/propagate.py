@@ -78,9 +78,11 @@ def _propagate(spark: SparkSession, plan: Plan, lake: Lake, batch: str, state: L
             if step.level == k:
                 frame = _view_frame(spark, plan, view, step, night.changed, raw)
                 if view.name in copied and step.level < len(night.levels) - 1:
-                    # a later level's copy update computes it before _write_together writes it: once, not
-                    # twice (its exact MIN/MAX may scan the base)
-                    frame = frame.persist()
+                    # a later level's copy update needs it before _write_together writes it: computed once,
+                    # not twice (its exact MIN/MAX may scan the base), and kept without its lineage, so the
+                    # queries over it (the copy's change set, the views of the next level) plan over a
+                    # small plan instead of the whole lattice again
+                    frame = frame.localCheckpoint()
                 frames.append((step, view, frame))
                 final[view.name] = frame
     frames.sort(key=lambda f: f[0].part)
