@@ -88,10 +88,7 @@ def _propagate(spark: SparkSession, plan: Plan, lake: Lake, batch: str, state: L
     frames.sort(key=lambda f: f[0].part)
     out = lake.delta_root(batch)
     t1 = time.perf_counter()
-    _write_together(frames, out)
-    for frame in final.values():
-        if frame.is_cached:
-            frame.unpersist()
+    _write_together(frames, out)  # the frames kept by localCheckpoint go with the night's last reference to them
     for frame in shared:
         frame.unpersist()
     # the copies of last-level views follow their summary-deltas as written (not computed a second time)
