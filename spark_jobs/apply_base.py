@@ -7,7 +7,9 @@ again) are deleted by deletion vectors, no file rewritten: a few by a DELETE nam
 before the append, many by one MERGE that also inserts. A table with less live data than the night's
 options say (rewrite_below) is written anew instead: one write where a DELETE or MERGE is a dozen
 Spark jobs. A view's lake copy takes its changed groups: a small copy written anew, a large one by
-MERGE; a copy no group of which changed is not committed. Every
+MERGE; a copy no group of which changed is not committed. Small commits (a small table or copy
+written anew, a night's few inserts appended) are made from the driver (lake_tables.write's small):
+Spark's Delta writer costs about half a second a commit before it writes anything. Every
 commit carries its mark (the lake, the table, k's sequence number: Lake.commit_mark). When every table
 and lake copy has committed, the lake's state record takes the new versions. A crash between two
 commits leaves the old state record; the rerun reads the base at the recorded versions again and skips
@@ -39,6 +41,8 @@ from spark_jobs.nested import copy_columns, next_copy, read_copy
 MERGE_SOURCE, COPY_SOURCE = "__ns_apply", "__ns_apply_copy"
 # Deletes this few are one DELETE naming their row identities (two jobs) and an append; more, one MERGE.
 FEW_DELETES = 1000
+# A night's inserts into a table this few are appended from the driver (lake_tables.write's small)
+FEW_INSERTS = 200_000
 
 
 
@@ -86,7 +90,7 @@ def apply_base(
             continue
         if had is None or live_bytes(lake.table_path(view.name), had) < rewrite_below:
             new = next_copy(spark, view, read_copy(spark, lake, view, state), spark.read.parquet(str(update)))
-            write(new, lake, view.name, "overwrite", txn, since=had)
+            write(new, lake, view.name, "overwrite", txn, since=had, small=had is not None)
         else:
             _merge_copy(spark, lake, view, spark.read.parquet(str(update)), txn, had)
         versions[view.name] = latest_version(spark, lake.table_path(view.name))
@@ -123,23 +127,25 @@ def _commit(spark: SparkSession, lake: Lake, table: Table, state: LakeState, inf
     was = state.partitions.get(table.name)
     deletes = bool(info.deleted[table.name])
     small = old is not None and deletes and live_bytes(lake.table_path(table.name), state.version(table.name)) < rewrite_below
-    if old is None or was != by or _missing(old, table) or _retyped(old, table) or small:
+    anew = old is None or was != by or bool(_missing(old, table)) or bool(_retyped(old, table))
+    if anew or small:
         rows = _layout(old.drop(PART) if old is not None and PART in old.columns else old, table, by)
         if old is not None and deletes:
             chosen = _chosen(spark, table, _matched_or(spark, lake, table, state, info, rows), None)
             rows = rows.join(chosen, [ROW_BATCH, ROW_ID], "left_anti")
         new = ins if rows is None else rows.unionByName(ins)
         write(new if by is None else new.repartition(PART), lake, table.name, "overwrite", txn,
-              PART if by is not None else None, since)
+              PART if by is not None else None, since, small=not anew)
         return {"rewritten": True} | ({"months": "all"} if by is not None else {})
     touched = months(spark.table(rel('ins', table.name)).unionByName(spark.table(rel('del', table.name))), by) \
         if by is not None else None
     out = {"months": len(touched)} if touched is not None else {}
+    few = info.inserted[table.name] <= FEW_INSERTS
     if not deletes:
-        write(ins, lake, table.name, "append", txn, since=since)
+        write(ins, lake, table.name, "append", txn, since=since, small=few)
         return out
     matched = _matched_or(spark, lake, table, state, info, None)
-    _merge(spark, lake, table, old if matched is None else matched, ins, touched, txn, since)
+    _merge(spark, lake, table, old if matched is None else matched, ins, touched, txn, since, few)
     return out
 
 
@@ -198,7 +204,7 @@ def _chosen(spark: SparkSession, table: Table, base: DataFrame, touched) -> Data
 
 
 def _merge(spark: SparkSession, lake: Lake, table: Table, base: DataFrame, ins: DataFrame, touched, txn: int,
-           since: int) -> None:
+           since: int, few_inserts: bool) -> None:
     """The chosen rows deleted (deletion vectors), the inserted rows added: when they are few, a DELETE naming
     their identities and an append, each an idempotent commit of its own (a rerun skips the one done);
     else one MERGE."""
@@ -214,7 +220,7 @@ def _merge(spark: SparkSession, lake: Lake, table: Table, base: DataFrame, ins: 
         commit_sql(spark, lake, table.name, txn, since,
                    f"DELETE FROM {delta_path(lake.table_path(table.name))} WHERE {where}", "delete")
         checkpoint(f"apply-base:after_delete:{table.name}")
-        write(ins, lake, table.name, "append", txn, since=since)
+        write(ins, lake, table.name, "append", txn, since=since, small=few_inserts)
         return
     extra = [PART] if touched is not None else []
     deletes = chosen.select(*[typed_null[c].alias(c) for c in cols], ROW_BATCH, ROW_ID,

@@ -74,11 +74,18 @@ def live_bytes(path: Path, version: int) -> int:
 
 
 def write(df: DataFrame, lake: Lake, name: str, mode: str, txn: int | None, partition_by: str | None = None,
-          since: int | None = None) -> None:
+          since: int | None = None, small: bool = False) -> None:
     """Append to or overwrite (with its schema and layout) a lake table; txn: the batch's sequence number
     (None: not a batch's commit, e.g. materialize's copies, which the state record switches to), committed
-    once: skipped when a commit after version `since` (the recorded one) already carries its mark."""
+    once: skipped when a commit after version `since` (the recorded one) already carries its mark.
+    small: the rows are few and the table exists with this layout and these columns: they are collected
+    and committed from the driver (runtime.delta.write_arrow), not by Spark's Delta writer."""
     path = str(lake.table_path(name))
+    if small and delta.is_delta_table(path):
+        mark = lake.commit_mark(name, txn) if txn is not None else None
+        if mark is None or not delta.committed(path, mark, since):
+            delta.write_arrow(path, df.toArrow(), mode, mark)
+        return
     w = df.write.format("delta").mode(mode)
     if mode == "overwrite":
         w = w.option("overwriteSchema", "true")
