@@ -21,6 +21,9 @@ UTC wall clock, as nightshift's TIMESTAMP is (Spark's session time zone is UTC);
 from __future__ import annotations
 
 import json
+import struct
+import time
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -220,6 +223,189 @@ def write_arrow(path, rows: pa.Table, mode: str, mark: str | None) -> None:
     parts = list(dt.metadata().partition_columns)
     props = CommitProperties(custom_metadata={"userMetadata": mark}) if mark else None
     write_deltalake(dt, rows.select(names), mode=mode, partition_by=parts or None, commit_properties=props)
+
+
+# ---------------------------------------------------------------- deletes by row position
+# A night's few deletes from a large table are deletion vectors on the files that hold the rows, as Spark's
+# DELETE makes them, but written and committed from this process: Spark's DELETE rebuilds the table's state
+# and scans it (seconds) to find rows the delete check already located (file, row number).
+_DV_WRITER_FEATURES = {"deletionVectors", "invariants", "appendOnly", "checkConstraints", "timestampNtz",
+                       "generatedColumns", "identityColumns", "domainMetadata", "vacuumProtocolCheck"}
+_Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+_PORTABLE_MAGIC = 1681511377  # Delta's RoaringBitmapArray, portable serialization
+_NO_RUN_COOKIE = 12346  # a 32-bit Roaring bitmap without run containers (portable format)
+
+
+def delete_positions(path, rows: dict[str, list[int]], mark: str | None) -> bool:
+    """Delete rows of the Delta table at `path` by position, in one commit made from this process: `rows`
+    maps a live data file's name to the row numbers (0-based, in the file) to delete. Each file's deletion
+    vector becomes its old one plus these rows, written together to one new deletion-vector file, and the
+    commit removes each file with its old vector and adds it back with its new one: the commit Spark's
+    DELETE makes. `mark`: the commit's user metadata.
+
+    False, nothing committed: the table is not one this writer handles (a table feature beyond deletion
+    vectors' needs, change data feed, deletion vectors off, append-only) or a file is not live at the
+    newest version; the caller then deletes through Spark."""
+    import uuid
+
+    dt = open_table(path)
+    proto, config = dt.protocol(), dt.metadata().configuration or {}
+    if (not set(proto.writer_features or ()) <= _DV_WRITER_FEATURES or "deletionVectors" not in (proto.writer_features or ())
+            or config.get("delta.enableDeletionVectors", "false").lower() != "true"
+            or config.get("delta.enableChangeDataFeed", "false").lower() == "true"
+            or config.get("delta.appendOnly", "false").lower() == "true"
+            or config.get("delta.columnMapping.mode", "none") not in ("none", "")):
+        return False
+    latest = dt.version()
+    adds = _live_adds(Path(path), set(rows), latest)
+    if adds is None:
+        return False
+    gone = {}  # file name -> the row numbers its old vector deletes
+    if any(a.get("deletionVector") for a in adds.values()):
+        dvs = pa.RecordBatchReader.from_stream(dt.deletion_vectors()).read_all()
+        masks = dvs.column("selection_vector").combine_chunks() if dvs.num_rows else []
+        for i, uri in enumerate(dvs.column("filepath").to_pylist()):
+            name = _local(Path(path), uri).name
+            if name in rows:
+                gone[name] = set(pc.indices_nonzero(pc.invert(masks[i].values)).to_pylist())
+    dv_id = uuid.uuid4()
+    blob, actions, now = bytearray(b"\x01"), [], int(time.time() * 1000)
+    for name, positions in rows.items():
+        add = adds[name]
+        old = gone.get(name, set())
+        if add.get("deletionVector") and name not in gone:
+            return False  # a vector delta-rs did not read: leave it to Spark
+        dead = old | {int(r) for r in positions}
+        bitmap = _roaring_array(sorted(dead))
+        offset = len(blob)
+        blob += struct.pack(">i", len(bitmap)) + bitmap + struct.pack(">I", zlib.crc32(bitmap))
+        remove = {"path": add["path"], "deletionTimestamp": now, "dataChange": True, "extendedFileMetadata": True,
+                  "partitionValues": add.get("partitionValues") or {}, "size": add["size"]}
+        for k in ("stats", "tags", "deletionVector"):
+            if add.get(k) is not None:
+                remove[k] = add[k]
+        new = dict(add)
+        new["dataChange"] = True
+        if new.get("stats"):
+            new["stats"] = _wide_bounds(new["stats"])
+        new["deletionVector"] = {"storageType": "u", "pathOrInlineDv": _z85(dv_id.bytes), "offset": offset,
+                                 "sizeInBytes": len(bitmap), "cardinality": len(dead)}
+        actions += [{"remove": remove}, {"add": new}]
+    deleted = sum(len(set(r)) for r in rows.values())
+    info = {"timestamp": now, "operation": "DELETE", "operationParameters": {"predicate": "[\"row positions\"]"},
+            "readVersion": latest, "isolationLevel": "Serializable", "isBlindAppend": False,
+            "operationMetrics": {"numDeletedRows": str(deleted), "numDeletionVectorsAdded": str(len(rows) - len(gone)),
+                                 "numDeletionVectorsUpdated": str(len(gone)), "numRemovedFiles": "0", "numAddedFiles": "0"},
+            "engineInfo": "nightshift"}
+    if mark is not None:
+        info["userMetadata"] = mark
+    dv_file = Path(path) / f"deletion_vector_{dv_id}.bin"
+    dv_file.write_bytes(bytes(blob))
+    return _commit_file(Path(path), latest + 1, [{"commitInfo": info}] + actions)
+
+
+def _commit_file(path: Path, version: int, actions: list[dict]) -> bool:
+    """Write commit `version` of the table's log, only if no other writer made it first (the file is linked
+    into place: created or not at all, never half written). False when the version exists."""
+    import os
+    import uuid
+
+    log = path / "_delta_log"
+    target = log / f"{version:020d}.json"
+    tmp = log / f".{version:020d}.json.{uuid.uuid4()}.tmp"
+    tmp.write_text("\n".join(json.dumps(a, separators=(",", ":")) for a in actions) + "\n")
+    try:
+        os.link(tmp, target)
+    except FileExistsError:
+        return False
+    finally:
+        tmp.unlink()
+    return True
+
+
+def _live_adds(path: Path, names: set[str], version: int) -> dict[str, dict] | None:
+    """The `add` actions, as the log holds them, that make the files `names` (data file names) live at
+    `version` (runtime.lake's replay of the log); None when one of them is not live."""
+    from runtime.lake import delta_snapshot
+
+    found = {}
+    for add in delta_snapshot(path, version)[1].values():
+        name = Path(unquote(add["path"])).name
+        if name in names:
+            found[name] = _as_logged(add)
+    return found if len(found) == len(names) else None
+
+
+def _as_logged(add: dict) -> dict:
+    """An add action in the form a JSON commit holds it: a checkpoint's row of it has maps as lists of pairs,
+    parsed copies of its statistics and partition values, and a null for every field it leaves out."""
+    out = {k: v for k, v in add.items() if v is not None and not k.endswith("_parsed")}
+    for k in ("partitionValues", "tags"):
+        if isinstance(out.get(k), list):
+            out[k] = dict(out[k])
+    if isinstance(out.get("deletionVector"), dict):
+        out["deletionVector"] = {k: v for k, v in out["deletionVector"].items() if v is not None}
+    return out
+
+
+def _wide_bounds(stats: str) -> str:
+    """A file's statistics once rows of it are deleted: its minimum and maximum values may no longer be
+    reached (Delta's tightBounds false). The rest verbatim."""
+    if '"tightBounds":true' in stats:
+        return stats.replace('"tightBounds":true', '"tightBounds":false')
+    if '"tightBounds"' in stats:
+        return stats
+    return stats.rstrip()[:-1] + (',"tightBounds":false}' if stats.strip() != "{}" else '"tightBounds":false}')
+
+
+def _roaring_array(values: list[int]) -> bytes:
+    """Delta's portable RoaringBitmapArray of sorted row numbers: one 32-bit Roaring bitmap per high 32 bits."""
+    by_high: dict[int, list[int]] = {}
+    for v in values:
+        by_high.setdefault(v >> 32, []).append(v & 0xFFFFFFFF)
+    out = struct.pack("<iq", _PORTABLE_MAGIC, (max(by_high) + 1) if by_high else 0)
+    for high in range(max(by_high) + 1 if by_high else 0):
+        out += struct.pack("<i", high) + _roaring32(by_high.get(high, []))
+    return out
+
+
+def _roaring32(values: list[int]) -> bytes:
+    """A 32-bit Roaring bitmap in the portable format, array and bitmap containers (no run containers)."""
+    containers: dict[int, list[int]] = {}
+    for v in values:
+        containers.setdefault(v >> 16, []).append(v & 0xFFFF)
+    keys = sorted(containers)
+    header = struct.pack("<II", _NO_RUN_COOKIE, len(keys))
+    header += b"".join(struct.pack("<HH", k, len(containers[k]) - 1) for k in keys)
+    bodies = []
+    for k in keys:
+        lows = containers[k]
+        if len(lows) <= 4096:
+            bodies.append(struct.pack(f"<{len(lows)}H", *lows))
+        else:
+            words = [0] * 1024
+            for low in lows:
+                words[low >> 6] |= 1 << (low & 63)
+            bodies.append(struct.pack("<1024Q", *words))
+    offset = len(header) + 4 * len(keys)
+    offsets = []
+    for body in bodies:
+        offsets.append(offset)
+        offset += len(body)
+    return header + struct.pack(f"<{len(keys)}I", *offsets) + b"".join(bodies)
+
+
+def _z85(data: bytes) -> str:
+    """Z85 text of `data` (a multiple of 4 bytes): how the log names a deletion vector's file (its UUID)."""
+    out = []
+    for i in range(0, len(data), 4):
+        n = struct.unpack(">I", data[i:i + 4])[0]
+        chunk = []
+        for _ in range(5):
+            n, r = divmod(n, 85)
+            chunk.append(_Z85[r])
+        out.extend(reversed(chunk))
+    return "".join(out)
 
 
 def arrow_dataset(path, version: int | None = None) -> pads.Dataset:

@@ -3,8 +3,9 @@
 Each changed table gets one Delta commit: inserted rows appended; with deletes, the rows the batch's
 deleted row images pick (bag semantics: one row each, by the hidden row identity runtime.lake
 describes; picked from the rows the batch's delete check found equal to them, without reading the base
-again) are deleted by deletion vectors, no file rewritten: a few by a DELETE naming them, committed
-before the append, many by one MERGE that also inserts. A table with less live data than the night's
+again) are deleted by deletion vectors, no file rewritten: a few by their places in the files (which the
+delete check recorded) from the driver, committed before the append (by a DELETE naming them where the
+driver does not write the table's deletion vectors), many by one MERGE that also inserts. A table with less live data than the night's
 options say (rewrite_below) is written anew instead: one write where a DELETE or MERGE is a dozen
 Spark jobs. A view's lake copy takes its changed groups: a small copy written anew, a large one by
 MERGE; a copy no group of which changed is not committed. Small commits (a small table or copy
@@ -35,7 +36,7 @@ from runtime.lake import PART, ROW_BATCH, ROW_ID, Lake, LakeState, parquet_rows
 from runtime.night import BatchInfo
 from runtime.options import DEFAULT_REWRITE_BELOW
 from spark_jobs.changes import column, in_months, load_batch, month_of, months, read_matched, read_table
-from spark_jobs.lake_tables import commit_sql, delta_path, latest_version, live_bytes, write
+from spark_jobs.lake_tables import POSITION, commit_sql, delete_positions, delta_path, latest_version, live_bytes, write
 from spark_jobs.nested import copy_columns, next_copy, read_copy
 
 MERGE_SOURCE, COPY_SOURCE = "__ns_apply", "__ns_apply_copy"
@@ -193,14 +194,15 @@ def _chosen(spark: SparkSession, table: Table, base: DataFrame, touched) -> Data
     dels = spark.table(rel('del', table.name))
     if touched is not None:
         base = base.where(in_months(touched))
-    b = base.select(*[column(c) for c in cols], F.col(ROW_BATCH), F.col(ROW_ID))
+    where = [F.col(c) for c in POSITION if c in base.columns]
+    b = base.select(*[column(c) for c in cols], F.col(ROW_BATCH), F.col(ROW_ID), *where)
     keys = dels.dropDuplicates(cols)
     b = b.join(keys, [b[ident(c, "spark")].eqNullSafe(keys[ident(c, "spark")]) for c in cols], "left_semi")
     image = [column(c) for c in cols]
     b = b.withColumn("__ns_k", F.row_number().over(Window.partitionBy(*image).orderBy(ROW_BATCH, ROW_ID)))
     d = dels.withColumn("__ns_k", F.row_number().over(Window.partitionBy(*image).orderBy(F.lit(1))))
     on = [b[ident(c, "spark")].eqNullSafe(d[ident(c, "spark")]) for c in cols] + [b["__ns_k"] == d["__ns_k"]]
-    return b.join(d, on, "left_semi").select(ROW_BATCH, ROW_ID)
+    return b.join(d, on, "left_semi").select(ROW_BATCH, ROW_ID, *where)
 
 
 def _merge(spark: SparkSession, lake: Lake, table: Table, base: DataFrame, ins: DataFrame, touched, txn: int,
@@ -213,6 +215,10 @@ def _merge(spark: SparkSession, lake: Lake, table: Table, base: DataFrame, ins: 
     chosen = _chosen(spark, table, base, touched)
     few = chosen.limit(FEW_DELETES + 1).collect()
     if len(few) <= FEW_DELETES:
+        if _delete_positions(lake, table, txn, since, chosen, few):
+            checkpoint(f"apply-base:after_delete:{table.name}")
+            write(ins, lake, table.name, "append", txn, since=since, small=few_inserts)
+            return
         ids = ", ".join(f"({int(r[0])}L, {int(r[1])}L)" for r in few)
         where = f"({ROW_BATCH}, {ROW_ID}) IN ({ids})"
         if touched is not None:
@@ -237,6 +243,20 @@ def _merge(spark: SparkSession, lake: Lake, table: Table, base: DataFrame, ins: 
            f"WHEN NOT MATCHED AND s._op = 'insert' THEN INSERT ({', '.join(names)}) "
            f"VALUES ({', '.join('s.' + n for n in names)})")
     commit_sql(spark, lake, table.name, txn, since, sql)
+
+
+def _delete_positions(lake: Lake, table: Table, txn: int, since: int, chosen: DataFrame, rows: list) -> bool:
+    """The chosen rows deleted by their places (file, row number, which the delete check recorded) from the
+    driver, as the batch's delete commit (done already: nothing to do); False when their places are not
+    known or the table is not one the driver deletes from."""
+    if not all(c in chosen.columns for c in POSITION):
+        return False
+    if not rows:
+        return True
+    places: dict[str, list[int]] = {}
+    for r in rows:
+        places.setdefault(r[POSITION[0]], []).append(int(r[POSITION[1]]))
+    return delete_positions(lake, table.name, txn, since, places, "delete") is not None
 
 
 def _in_months_sql(touched, alias: str = "") -> str:

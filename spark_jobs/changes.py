@@ -50,13 +50,14 @@ def typed(df: DataFrame, table: Table, keep: tuple[str, ...] = ()) -> DataFrame:
                      *[F.col(c) for c in keep if c in df.columns])
 
 
-def read_table(spark: SparkSession, lake: Lake, name: str, state: LakeState) -> DataFrame | None:
+def read_table(spark: SparkSession, lake: Lake, name: str, state: LakeState, positions: bool = False) -> DataFrame | None:
     """A lake table (base table, auxiliary view, a view's copy) at exactly its version in `state` (Delta time
-    travel), hidden columns included; None when the state holds no version of it."""
+    travel), hidden columns included (`positions`: and each row's place, lake_tables.read); None when the
+    state holds no version of it."""
     v = state.version(name)
     if v is None:
         return None
-    return lake_tables.read(spark, lake.table_path(name), v)
+    return lake_tables.read(spark, lake.table_path(name), v, positions)
 
 
 def read_base(spark: SparkSession, lake: Lake, table: Table, state: LakeState) -> DataFrame:
@@ -284,14 +285,15 @@ def _matched(spark: SparkSession, lake: Lake, table: Table, state: LakeState, ba
     """The relation the delete check matches the batch's deleted rows against: the base rows equal to a
     deleted row, with their row identity, read in one pass over the base (in a table laid out by month, only
     the months of the deleted rows: a deleted row can only match a row of its own month) and written under
-    the batch (Lake.matched_dir), where apply-base picks the rows it deletes from them."""
-    raw = read_table(spark, lake, table.name, state)
+    the batch (Lake.matched_dir) with their places in the table's files, where apply-base picks the rows it
+    deletes from them."""
+    raw = read_table(spark, lake, table.name, state, positions=True)
     if raw is None:
         return rel('old', table.name)
     if table.name in state.partitions:
         raw = raw.where(in_months(months(spark.table(rel('del', table.name)), state.partitions[table.name])))
     cols = list(table.column_names)
-    base = _typed_base(raw, table, lake.table_path(table.name), (ROW_BATCH, ROW_ID, PART))
+    base = _typed_base(raw, table, lake.table_path(table.name), (ROW_BATCH, ROW_ID, PART) + lake_tables.POSITION)
     keys = spark.table(rel('del', table.name)).dropDuplicates(cols)
     hit = base.join(keys, [base[_q(c)].eqNullSafe(keys[_q(c)]) for c in cols], "left_semi")
     folder = lake.matched_dir(batch, table.name, state.version(table.name))

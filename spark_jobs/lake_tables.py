@@ -28,6 +28,10 @@ def delta_path(path: Path) -> str:
     return "delta.`" + str(path).replace("`", "``") + "`"
 
 
+# A row's place in its table (read's positions): its data file's name, its row number in that file
+POSITION = ("__ns_file", "__ns_rowno")
+
+
 def latest_version(spark: SparkSession, path: Path) -> int:
     """The table's newest version: what this night's commit made (or, skipped as already done, made before).
     Read from the names of its log's commit files on the driver (the lake is a shared file system), no job."""
@@ -37,14 +41,15 @@ def latest_version(spark: SparkSession, path: Path) -> int:
     return max(versions)
 
 
-def read(spark: SparkSession, path: Path, version: int) -> DataFrame:
+def read(spark: SparkSession, path: Path, version: int, positions: bool = False) -> DataFrame:
     """The Delta table at `path` at exactly `version`, every column, without the rows its deletion vectors delete.
 
     Its live files come from the table's log read on the driver (runtime.delta, no job) and are read as plain
     Parquet, partition values from their folders; the deleted rows (file, row number) of the files that have a
     deletion vector leave by a broadcast anti join on those files' own row numbers. Delta's own time-travel
     read would rebuild the version's snapshot with Spark jobs on every read; the log is the same either way.
-    A table with column mapping on is read by Delta."""
+    A table with column mapping on is read by Delta. `positions`: each row also says where it is (POSITION:
+    its file's name, its row number in the file), for deletes by position; not for a table read by Delta."""
     snap = delta.snapshot(path, version)
     if snap.mapped:
         return spark.read.format("delta").option("versionAsOf", version).load(str(path))
@@ -52,6 +57,8 @@ def read(spark: SparkSession, path: Path, version: int) -> DataFrame:
     if not snap.files:
         return spark.createDataFrame([], schema)
     cols = [F.col(ident(n, "spark")) for n in schema.fieldNames()]
+    where = [F.col("_metadata.file_name").alias(POSITION[0]), F.col("_metadata.row_index").alias(POSITION[1])]
+    out = cols + (where if positions else [])
 
     def files(paths: list[str]) -> DataFrame:
         return spark.read.schema(schema).option("basePath", str(path)).parquet(*paths)
@@ -59,13 +66,12 @@ def read(spark: SparkSession, path: Path, version: int) -> DataFrame:
     whole = [str(f) for f, _ in snap.files if f not in snap.keep]
     marked = [str(f) for f, _ in snap.files if f in snap.keep]
     if not marked:
-        return files(whole).select(*cols)
+        return files(whole).select(*out)
     # only the files with a deletion vector pay for the anti join
-    dead = spark.createDataFrame(delta.deleted_rows(snap).to_pandas(), "`__ns_file` string, `__ns_rowno` bigint")
-    live = files(marked).select(*cols, F.col("_metadata.file_name").alias("__ns_file"),
-                                F.col("_metadata.row_index").alias("__ns_rowno"))
-    live = live.join(F.broadcast(dead), ["__ns_file", "__ns_rowno"], "left_anti").select(*cols)
-    return live if not whole else files(whole).select(*cols).unionByName(live)
+    dead = spark.createDataFrame(delta.deleted_rows(snap).to_pandas(), f"`{POSITION[0]}` string, `{POSITION[1]}` bigint")
+    live = files(marked).select(*cols, *where)
+    live = live.join(F.broadcast(dead), list(POSITION), "left_anti").select(*cols, *([F.col(c) for c in POSITION] if positions else []))
+    return live if not whole else files(whole).select(*out).unionByName(live)
 
 
 def live_bytes(path: Path, version: int) -> int:
@@ -97,6 +103,19 @@ def write(df: DataFrame, lake: Lake, name: str, mode: str, txn: int | None, part
             return
         w = w.option("userMetadata", mark)
     w.save(path)
+
+
+def delete_positions(lake: Lake, name: str, txn: int, since: int | None, rows: dict[str, list[int]],
+                     step: str = "") -> bool | None:
+    """Delete rows of table `name` by position (data file name -> row numbers) as batch `txn`'s commit to it,
+    once, from the driver (runtime.delta.delete_positions): False when a commit after version `since` already
+    carries its mark; None when the table is not one the driver deletes from (the caller deletes through
+    Spark)."""
+    path = lake.table_path(name)
+    mark = lake.commit_mark(name, txn, step)
+    if delta.committed(path, mark, since):
+        return False
+    return True if delta.delete_positions(path, rows, mark) else None
 
 
 def commit_sql(spark: SparkSession, lake: Lake, name: str, txn: int, since: int | None, sql: str,

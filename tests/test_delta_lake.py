@@ -165,3 +165,53 @@ def test_compact_rewrites_deleted_rows_away_changes_no_row_and_survives_a_crash(
     assert cycle.lake.state().version("pos") == state.version("pos")
     assert any("pos skipped: its Delta table has commits after version" in m for m in messages), messages
     cycle.close()
+
+
+def test_deletes_by_position_from_the_driver_are_deletion_vectors_spark_and_delta_rs_read(tmp_path, spark):
+    """runtime.delta.delete_positions writes the deletion vectors Spark's DELETE would: Spark's Delta reader and
+    delta-rs read the same rows afterwards, in a partitioned table, with a vector over more than 4,096 rows of one
+    65,536-row block (a Roaring bitmap container), a Spark DELETE on top of the driver's vector and the
+    driver's on top of Spark's, over a checkpoint (the file's add read from it); a table the driver does not
+    write (change data feed on) is left alone. Expected rows: the ids at each position, read as plain Parquet."""
+    path = tmp_path / "t"
+    spark.range(140_000).selectExpr("id", "CAST(id % 2 AS STRING) AS part").repartition(1, "part") \
+        .write.format("delta").partitionBy("part").save(str(path))
+    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.checkpointInterval' = '3')")
+    located = spark.read.format("parquet").load(str(path)).select(
+        "id", "_metadata.file_name", "_metadata.row_index").collect()
+    at = {(r["file_name"], r["row_index"]): r["id"] for r in located}
+    files = sorted({f for f, _ in at})
+    assert len(files) == 2
+    expected = set(at.values())
+
+    def read_back(tag):
+        spark_rows = {r[0] for r in spark.read.format("delta").load(str(path)).select("id").collect()}
+        rs_rows = set(delta.read_table(path, None, ["id"]).column("id").to_pylist())
+        assert spark_rows == expected, (tag, len(spark_rows), len(expected))
+        assert rs_rows == expected, (tag, len(rs_rows), len(expected))
+
+    first = {files[0]: list(range(0, 10_000, 2)) + [65_536, 69_999], files[1]: [3]}
+    assert delta.delete_positions(path, first, "night 1")
+    expected -= {at[(f, r)] for f, rows in first.items() for r in rows}
+    read_back("driver's vectors")
+    log = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").orderBy("version").collect()[-1]
+    assert log["operation"] == "DELETE" and log["userMetadata"] == "night 1"
+    assert log["operationMetrics"]["numDeletedRows"] == str(5000 + 3)
+
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE id % 1000 = 1")  # Spark's vectors over the driver's
+    expected -= {i for i in expected if i % 1000 == 1}
+    read_back("Spark's on the driver's")
+
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE id = 8")  # one file's add now only in the checkpoint
+    expected.discard(8)
+    assert (path / "_delta_log" / f"{3:020d}.checkpoint.parquet").is_file()
+    second = {files[0]: [1, 3, 5, 64_000], files[1]: [8]}  # the driver's over Spark's, adds from the checkpoint
+    assert delta.delete_positions(path, second, "night 2")
+    expected -= {at[(f, r)] for f, rows in second.items() for r in rows}
+    read_back("driver's on Spark's, over a checkpoint")
+
+    other = tmp_path / "cdf"
+    spark.range(10).write.format("delta").option("delta.enableChangeDataFeed", "true").save(str(other))
+    name = spark.read.format("parquet").load(str(other)).select("_metadata.file_name").first()[0]
+    assert delta.delete_positions(other, {name: [0]}, None) is False
+    assert delta.version(other) == 0
