@@ -21,13 +21,16 @@ UTC wall clock, as nightshift's TIMESTAMP is (Spark's session time zone is UTC);
 from __future__ import annotations
 
 import json
+import os
 import struct
 import time
+import uuid
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
@@ -54,7 +57,9 @@ class DeltaSnapshot:
 
 
 def is_delta_table(path) -> bool:
-    return (Path(path) / "_delta_log").is_dir()
+    """A Delta table is at `path`: its log holds a commit."""
+    log = Path(path) / "_delta_log"
+    return log.is_dir() and any(p.suffix in (".json", ".parquet") and p.name[:20].isdigit() for p in log.iterdir())
 
 
 def open_table(path, version: int | None = None):
@@ -211,18 +216,43 @@ def committed(path, mark: str, since: int | None) -> bool:
     return False
 
 
-def write_arrow(path, rows: pa.Table, mode: str, mark: str | None) -> None:
+# A lake table's protocol when its properties turn deletion vectors on: the one Spark's writer gives it
+_DV_PROTOCOL = {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["deletionVectors"],
+                "writerFeatures": ["deletionVectors", "invariants", "appendOnly"]}
+
+
+def create_table(path, schema_json: str, partition_by: list[str], configuration: dict[str, str]) -> bool:
+    """Make an empty Delta table at `path`: its version 0 holds only its protocol and metadata, as Spark's
+    writer would make them for these columns (Spark's JSON schema form), layout and table properties.
+    False, nothing made: the table exists (another writer made it first)."""
+    (Path(path) / "_delta_log").mkdir(parents=True, exist_ok=True)
+    now = int(time.time() * 1000)
+    dv = configuration.get("delta.enableDeletionVectors", "false").lower() == "true"
+    meta = {"id": str(uuid.uuid4()), "format": {"provider": "parquet", "options": {}}, "schemaString": schema_json,
+            "partitionColumns": list(partition_by), "configuration": dict(configuration), "createdTime": now}
+    info = {"timestamp": now, "operation": "CREATE TABLE",
+            "operationParameters": {"partitionBy": json.dumps(list(partition_by)), "properties": json.dumps(configuration)},
+            "isolationLevel": "Serializable", "isBlindAppend": True, "engineInfo": "nightshift"}
+    protocol = _DV_PROTOCOL if dv else {"minReaderVersion": 1, "minWriterVersion": 2}
+    return _commit_file(Path(path), 0, [{"commitInfo": info}, {"metaData": meta}, {"protocol": protocol}])
+
+
+def write_arrow(path, rows: pa.Table, mode: str, mark: str | None) -> bool:
     """Commit `rows` to the existing Delta table at `path` from this process (delta-rs), no Spark job: an
     append, or an overwrite keeping the table's columns and layout. `mark`: the commit's user metadata
     (Lake.commit_mark). For small commits: Spark's Delta writer spends about half a second on the
-    table's state before it writes a few thousand rows (an overwrite even more); this takes a tenth."""
+    table's state before it writes a few thousand rows (an overwrite even more); this takes a tenth.
+    False, nothing committed: the table's columns are not the rows' (the caller writes through Spark)."""
     from deltalake import CommitProperties, write_deltalake
 
     dt = open_table(path)
     names = [f.name for f in dt.schema().fields]
+    if sorted(names) != sorted(rows.column_names):
+        return False
     parts = list(dt.metadata().partition_columns)
     props = CommitProperties(custom_metadata={"userMetadata": mark}) if mark else None
     write_deltalake(dt, rows.select(names), mode=mode, partition_by=parts or None, commit_properties=props)
+    return True
 
 
 # ---------------------------------------------------------------- deletes by row position
@@ -236,7 +266,7 @@ _PORTABLE_MAGIC = 1681511377  # Delta's RoaringBitmapArray, portable serializati
 _NO_RUN_COOKIE = 12346  # a 32-bit Roaring bitmap without run containers (portable format)
 
 
-def delete_positions(path, rows: dict[str, list[int]], mark: str | None) -> bool:
+def delete_positions(path, rows: dict, mark: str | None) -> bool:
     """Delete rows of the Delta table at `path` by position, in one commit made from this process: `rows`
     maps a live data file's name to the row numbers (0-based, in the file) to delete. Each file's deletion
     vector becomes its old one plus these rows, written together to one new deletion-vector file, and the
@@ -245,9 +275,8 @@ def delete_positions(path, rows: dict[str, list[int]], mark: str | None) -> bool
 
     False, nothing committed: the table is not one this writer handles (a table feature beyond deletion
     vectors' needs, change data feed, deletion vectors off, append-only) or a file is not live at the
-    newest version; the caller then deletes through Spark."""
-    import uuid
-
+    newest version or one of the rows is deleted already (another writer's commit since the rows were
+    located); the caller then deletes through Spark."""
     dt = open_table(path)
     proto, config = dt.protocol(), dt.metadata().configuration or {}
     if (not set(proto.writer_features or ()) <= _DV_WRITER_FEATURES or "deletionVectors" not in (proto.writer_features or ())
@@ -267,16 +296,20 @@ def delete_positions(path, rows: dict[str, list[int]], mark: str | None) -> bool
         for i, uri in enumerate(dvs.column("filepath").to_pylist()):
             name = _local(Path(path), uri).name
             if name in rows:
-                gone[name] = set(pc.indices_nonzero(pc.invert(masks[i].values)).to_pylist())
+                gone[name] = pc.indices_nonzero(pc.invert(masks[i].values)).to_numpy().astype(np.int64)
     dv_id = uuid.uuid4()
-    blob, actions, now = bytearray(b"\x01"), [], int(time.time() * 1000)
+    blob, actions, now, deleted = bytearray(b"\x01"), [], int(time.time() * 1000), 0
     for name, positions in rows.items():
         add = adds[name]
-        old = gone.get(name, set())
         if add.get("deletionVector") and name not in gone:
             return False  # a vector delta-rs did not read: leave it to Spark
-        dead = old | {int(r) for r in positions}
-        bitmap = _roaring_array(sorted(dead))
+        old = gone.get(name, np.empty(0, np.int64))
+        new_rows = np.unique(np.asarray(positions, np.int64))
+        if np.intersect1d(new_rows, old).size:
+            return False
+        dead = np.union1d(old, new_rows)
+        deleted += new_rows.size
+        bitmap = _roaring_array(dead)
         offset = len(blob)
         blob += struct.pack(">i", len(bitmap)) + bitmap + struct.pack(">I", zlib.crc32(bitmap))
         remove = {"path": add["path"], "deletionTimestamp": now, "dataChange": True, "extendedFileMetadata": True,
@@ -289,9 +322,8 @@ def delete_positions(path, rows: dict[str, list[int]], mark: str | None) -> bool
         if new.get("stats"):
             new["stats"] = _wide_bounds(new["stats"])
         new["deletionVector"] = {"storageType": "u", "pathOrInlineDv": _z85(dv_id.bytes), "offset": offset,
-                                 "sizeInBytes": len(bitmap), "cardinality": len(dead)}
+                                 "sizeInBytes": len(bitmap), "cardinality": int(dead.size)}
         actions += [{"remove": remove}, {"add": new}]
-    deleted = sum(len(set(r)) for r in rows.values())
     info = {"timestamp": now, "operation": "DELETE", "operationParameters": {"predicate": "[\"row positions\"]"},
             "readVersion": latest, "isolationLevel": "Serializable", "isBlindAppend": False,
             "operationMetrics": {"numDeletedRows": str(deleted), "numDeletionVectorsAdded": str(len(rows) - len(gone)),
@@ -307,9 +339,6 @@ def delete_positions(path, rows: dict[str, list[int]], mark: str | None) -> bool
 def _commit_file(path: Path, version: int, actions: list[dict]) -> bool:
     """Write commit `version` of the table's log, only if no other writer made it first (the file is linked
     into place: created or not at all, never half written). False when the version exists."""
-    import os
-    import uuid
-
     log = path / "_delta_log"
     target = log / f"{version:020d}.json"
     tmp = log / f".{version:020d}.json.{uuid.uuid4()}.tmp"
@@ -358,37 +387,35 @@ def _wide_bounds(stats: str) -> str:
     return stats.rstrip()[:-1] + (',"tightBounds":false}' if stats.strip() != "{}" else '"tightBounds":false}')
 
 
-def _roaring_array(values: list[int]) -> bytes:
-    """Delta's portable RoaringBitmapArray of sorted row numbers: one 32-bit Roaring bitmap per high 32 bits."""
-    by_high: dict[int, list[int]] = {}
-    for v in values:
-        by_high.setdefault(v >> 32, []).append(v & 0xFFFFFFFF)
-    out = struct.pack("<iq", _PORTABLE_MAGIC, (max(by_high) + 1) if by_high else 0)
-    for high in range(max(by_high) + 1 if by_high else 0):
-        out += struct.pack("<i", high) + _roaring32(by_high.get(high, []))
+def _roaring_array(values: np.ndarray) -> bytes:
+    """Delta's portable RoaringBitmapArray of sorted, distinct row numbers: one 32-bit Roaring bitmap per
+    value of their high 32 bits, from 0 to the largest."""
+    highs = values >> 32
+    count = int(highs[-1]) + 1 if values.size else 0
+    out = struct.pack("<iq", _PORTABLE_MAGIC, count)
+    for high in range(count):
+        out += struct.pack("<i", high) + _roaring32(values[highs == high] & 0xFFFFFFFF)
     return out
 
 
-def _roaring32(values: list[int]) -> bytes:
-    """A 32-bit Roaring bitmap in the portable format, array and bitmap containers (no run containers)."""
-    containers: dict[int, list[int]] = {}
-    for v in values:
-        containers.setdefault(v >> 16, []).append(v & 0xFFFF)
-    keys = sorted(containers)
+def _roaring32(values: np.ndarray) -> bytes:
+    """A 32-bit Roaring bitmap of sorted, distinct values in the portable format: a container per value of
+    their high 16 bits, an array of the low 16 bits when 4,096 or fewer, else a 65,536-bit bitmap (no run
+    containers)."""
+    keys, starts = np.unique(values >> 16, return_index=True)
+    ends = list(starts[1:]) + [values.size]
     header = struct.pack("<II", _NO_RUN_COOKIE, len(keys))
-    header += b"".join(struct.pack("<HH", k, len(containers[k]) - 1) for k in keys)
     bodies = []
-    for k in keys:
-        lows = containers[k]
-        if len(lows) <= 4096:
-            bodies.append(struct.pack(f"<{len(lows)}H", *lows))
+    for key, start, end in zip(keys, starts, ends):
+        lows = (values[start:end] & 0xFFFF).astype("<u2")
+        header += struct.pack("<HH", int(key), lows.size - 1)
+        if lows.size <= 4096:
+            bodies.append(lows.tobytes())
         else:
-            words = [0] * 1024
-            for low in lows:
-                words[low >> 6] |= 1 << (low & 63)
-            bodies.append(struct.pack("<1024Q", *words))
-    offset = len(header) + 4 * len(keys)
-    offsets = []
+            bits = np.zeros(65536, bool)
+            bits[lows] = True
+            bodies.append(np.packbits(bits, bitorder="little").tobytes())
+    offset, offsets = len(header) + 4 * len(keys), []
     for body in bodies:
         offsets.append(offset)
         offset += len(body)

@@ -8,8 +8,9 @@ delete check recorded) from the driver, committed before the append (by a DELETE
 driver does not write the table's deletion vectors), many by one MERGE that also inserts. A table with less live data than the night's
 options say (rewrite_below) is written anew instead: one write where a DELETE or MERGE is a dozen
 Spark jobs. A view's lake copy takes its changed groups: a small copy written anew, a large one by
-MERGE; a copy no group of which changed is not committed. Small commits (a small table or copy
-written anew, a night's few inserts appended) are made from the driver (lake_tables.write's small):
+MERGE; a copy no group of which changed is not committed. Small commits (a new table's first rows, a
+small table or copy written anew, a night's few inserts appended) are made from the driver
+(lake_tables.write's small):
 Spark's Delta writer costs about half a second a commit before it writes anything. Every
 commit carries its mark (the lake, the table, k's sequence number: Lake.commit_mark). When every table
 and lake copy has committed, the lake's state record takes the new versions. A crash between two
@@ -36,14 +37,15 @@ from runtime.lake import PART, ROW_BATCH, ROW_ID, Lake, LakeState, parquet_rows
 from runtime.night import BatchInfo
 from runtime.options import DEFAULT_REWRITE_BELOW
 from spark_jobs.changes import column, in_months, load_batch, month_of, months, read_matched, read_table
-from spark_jobs.lake_tables import POSITION, commit_sql, delete_positions, delta_path, latest_version, live_bytes, write
+from spark_jobs.lake_tables import DRIVER_ROWS, POSITION, commit_sql, delete_positions, delta_path, latest_version, live_bytes, write
 from spark_jobs.nested import copy_columns, next_copy, read_copy
 
 MERGE_SOURCE, COPY_SOURCE = "__ns_apply", "__ns_apply_copy"
-# Deletes this few are one DELETE naming their row identities (two jobs) and an append; more, one MERGE.
+# Deletes this few are deletion vectors written from the driver (their places collected: 8 bytes a row)
+# and an append; where the driver does not write the table's vectors, a DELETE naming their row identities
+# when FEW_DELETES or fewer; more, one MERGE.
+DRIVER_DELETES = 5_000_000
 FEW_DELETES = 1000
-# A night's inserts into a table this few are appended from the driver (lake_tables.write's small)
-FEW_INSERTS = 200_000
 
 
 
@@ -136,17 +138,19 @@ def _commit(spark: SparkSession, lake: Lake, table: Table, state: LakeState, inf
             rows = rows.join(chosen, [ROW_BATCH, ROW_ID], "left_anti")
         new = ins if rows is None else rows.unionByName(ins)
         write(new if by is None else new.repartition(PART), lake, table.name, "overwrite", txn,
-              PART if by is not None else None, since, small=not anew)
+              PART if by is not None else None, since,
+              small=not anew or (old is None and info.inserted[table.name] <= DRIVER_ROWS))
         return {"rewritten": True} | ({"months": "all"} if by is not None else {})
     touched = months(spark.table(rel('ins', table.name)).unionByName(spark.table(rel('del', table.name))), by) \
         if by is not None else None
     out = {"months": len(touched)} if touched is not None else {}
-    few = info.inserted[table.name] <= FEW_INSERTS
+    few = info.inserted[table.name] <= DRIVER_ROWS
     if not deletes:
         write(ins, lake, table.name, "append", txn, since=since, small=few)
         return out
     matched = _matched_or(spark, lake, table, state, info, None)
-    _merge(spark, lake, table, old if matched is None else matched, ins, touched, txn, since, few)
+    _merge(spark, lake, table, old if matched is None else matched, ins, touched, txn, since,
+           info.deleted[table.name], few)
     return out
 
 
@@ -206,19 +210,20 @@ def _chosen(spark: SparkSession, table: Table, base: DataFrame, touched) -> Data
 
 
 def _merge(spark: SparkSession, lake: Lake, table: Table, base: DataFrame, ins: DataFrame, touched, txn: int,
-           since: int, few_inserts: bool) -> None:
-    """The chosen rows deleted (deletion vectors), the inserted rows added: when they are few, a DELETE naming
-    their identities and an append, each an idempotent commit of its own (a rerun skips the one done);
-    else one MERGE."""
+           since: int, deleted: int, few_inserts: bool) -> None:
+    """The `deleted` chosen rows deleted (deletion vectors), the inserted rows added, each an idempotent commit
+    of its own (a rerun skips the one done): the deletion vectors written from the driver at the rows' places
+    when it can (DRIVER_DELETES), else a DELETE naming their identities when they are few, then an append;
+    else one MERGE that also inserts."""
     cols = list(table.column_names)
     typed_null = {c.name: F.lit(None).cast(types.spark_type(c.type)) for c in table.columns}
     chosen = _chosen(spark, table, base, touched)
+    if deleted <= DRIVER_DELETES and _delete_positions(lake, table, txn, since, chosen):
+        checkpoint(f"apply-base:after_delete:{table.name}")
+        write(ins, lake, table.name, "append", txn, since=since, small=few_inserts)
+        return
     few = chosen.limit(FEW_DELETES + 1).collect()
     if len(few) <= FEW_DELETES:
-        if _delete_positions(lake, table, txn, since, chosen, few):
-            checkpoint(f"apply-base:after_delete:{table.name}")
-            write(ins, lake, table.name, "append", txn, since=since, small=few_inserts)
-            return
         ids = ", ".join(f"({int(r[0])}L, {int(r[1])}L)" for r in few)
         where = f"({ROW_BATCH}, {ROW_ID}) IN ({ids})"
         if touched is not None:
@@ -245,17 +250,15 @@ def _merge(spark: SparkSession, lake: Lake, table: Table, base: DataFrame, ins: 
     commit_sql(spark, lake, table.name, txn, since, sql)
 
 
-def _delete_positions(lake: Lake, table: Table, txn: int, since: int, chosen: DataFrame, rows: list) -> bool:
-    """The chosen rows deleted by their places (file, row number, which the delete check recorded) from the
+def _delete_positions(lake: Lake, table: Table, txn: int, since: int, chosen: DataFrame) -> bool:
+    """The chosen rows deleted by their places (file, row number: the delete check recorded them) from the
     driver, as the batch's delete commit (done already: nothing to do); False when their places are not
-    known or the table is not one the driver deletes from."""
+    known or the table is not one the driver deletes from. The places come to the driver a list per file."""
     if not all(c in chosen.columns for c in POSITION):
         return False
-    if not rows:
-        return True
-    places: dict[str, list[int]] = {}
-    for r in rows:
-        places.setdefault(r[POSITION[0]], []).append(int(r[POSITION[1]]))
+    per_file = chosen.groupBy(POSITION[0]).agg(F.collect_list(POSITION[1]).alias("rows")).toArrow()
+    places = {name: rows.values.to_numpy() for name, rows in
+              zip(per_file.column(0).to_pylist(), per_file.column(1).combine_chunks())}
     return delete_positions(lake, table.name, txn, since, places, "delete") is not None
 
 

@@ -19,6 +19,7 @@ from pyspark.sql.types import StructType
 from lattice.sql import ident
 from runtime import delta
 from runtime.lake import Lake
+from spark_jobs.packages import TABLE_PROPERTIES
 
 _MARK = "spark.databricks.delta.commitInfo.userMetadata"
 
@@ -27,6 +28,10 @@ def delta_path(path: Path) -> str:
     """A Delta table by path in Spark SQL: delta.`/lake/tables/pos`."""
     return "delta.`" + str(path).replace("`", "``") + "`"
 
+
+# Rows this few are written from the driver (write's small): Spark's Delta writer costs about half a second
+# a commit before it writes anything
+DRIVER_ROWS = 200_000
 
 # A row's place in its table (read's positions): its data file's name, its row number in that file
 POSITION = ("__ns_file", "__ns_rowno")
@@ -84,25 +89,44 @@ def write(df: DataFrame, lake: Lake, name: str, mode: str, txn: int | None, part
     """Append to or overwrite (with its schema and layout) a lake table; txn: the batch's sequence number
     (None: not a batch's commit, e.g. materialize's copies, which the state record switches to), committed
     once: skipped when a commit after version `since` (the recorded one) already carries its mark.
-    small: the rows are few and the table exists with this layout and these columns: they are collected
-    and committed from the driver (runtime.delta.write_arrow), not by Spark's Delta writer."""
+    small: the rows are few, and the table does not exist yet or exists with this layout and these columns:
+    they are collected and committed from the driver (runtime.delta.write_arrow; a new table first made
+    empty as Spark would make it, runtime.delta.create_table), not by Spark's Delta writer."""
     path = str(lake.table_path(name))
-    if small and delta.is_delta_table(path):
-        mark = lake.commit_mark(name, txn) if txn is not None else None
-        if mark is None or not delta.committed(path, mark, since):
-            delta.write_arrow(path, df.toArrow(), mode, mark)
-        return
+    mark = lake.commit_mark(name, txn) if txn is not None else None
+    if small:
+        new = not delta.is_delta_table(path)
+        if new:
+            delta.create_table(path, _nullable(df.schema), [partition_by] if partition_by else [], dict(TABLE_PROPERTIES))
+        if mark is not None and delta.committed(path, mark, since):
+            return
+        if delta.is_delta_table(path) and delta.write_arrow(path, df.toArrow(), "append" if new else mode, mark):
+            return
     w = df.write.format("delta").mode(mode)
     if mode == "overwrite":
         w = w.option("overwriteSchema", "true")
     if partition_by is not None:
         w = w.partitionBy(partition_by)
-    if txn is not None:
-        mark = lake.commit_mark(name, txn)
+    if mark is not None:
         if delta.committed(path, mark, since):
             return
         w = w.option("userMetadata", mark)
     w.save(path)
+
+
+def _nullable(schema: StructType) -> str:
+    """A DataFrame's schema as a new Delta table's (Spark's JSON form): every column nullable, as Spark's
+    writer creates a table from a DataFrame."""
+    def loose(t):
+        if isinstance(t, dict):
+            t = {k: loose(v) for k, v in t.items()}
+            for flag in ("nullable", "containsNull", "valueContainsNull"):
+                if flag in t:
+                    t[flag] = True
+        elif isinstance(t, list):
+            t = [loose(v) for v in t]
+        return t
+    return json.dumps(loose(schema.jsonValue()), separators=(",", ":"))
 
 
 def delete_positions(lake: Lake, name: str, txn: int, since: int | None, rows: dict[str, list[int]],

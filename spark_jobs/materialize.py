@@ -13,11 +13,12 @@ from lattice import emit, types
 from lattice.dlattice import lattice_shape
 from lattice.ir import Edge, LatticeNode, Plan
 from lattice.sql import ident, to_dialect
+from runtime import delta
 from runtime.lake import Lake, LakeState, parquet_rows
 from runtime.night import BatchInfo, NightPlan, plan_night
 from runtime.options import Options
 from spark_jobs.changes import empty_frame, register_base
-from spark_jobs.lake_tables import latest_version, write
+from spark_jobs.lake_tables import DRIVER_ROWS, latest_version, write
 from spark_jobs.nested import read_copy, register_old
 from spark_jobs.propagate import along_lattice
 from spark_jobs.recompute import column_types, recompute_frame
@@ -118,7 +119,8 @@ def _copy(spark: SparkSession, plan: Plan, lake: Lake, state: LakeState, view, o
     if view.name not in {v.name for v in plan.copied_views}:
         return {}
     rows = spark.read.parquet(str(out_root / view.name))
-    write(rows, lake, view.name, "overwrite", None)
+    new = not delta.is_delta_table(lake.table_path(view.name))
+    write(rows, lake, view.name, "overwrite", None, small=new and parquet_rows(out_root / view.name) <= DRIVER_ROWS)
     version = latest_version(spark, lake.table_path(view.name))
     register_old(spark, view, read_copy(spark, lake, view, LakeState(state.applied, {view.name: version})))
     return {view.name: version}

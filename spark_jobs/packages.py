@@ -38,6 +38,11 @@ def delta_jars() -> list[str] | None:
     return [str(j) for j in jars] if all(j.is_file() for j in jars) else None
 
 
+# The table properties every new lake table gets (deletion vectors on): Spark's writer takes them from the
+# session's defaults, the driver's writer (lake_tables.write) from here
+TABLE_PROPERTIES = {"delta.enableDeletionVectors": "true"}
+
+
 def delta_conf() -> dict[str, str]:
     """What a Spark session (local, spark-submit's, a Spark Connect server's) needs to read and write the lake's
     Delta tables: its jars (cached: named; else the package, resolved), its SQL extension and catalog, and
@@ -52,7 +57,7 @@ def delta_conf() -> dict[str, str]:
         **load,
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-        "spark.databricks.delta.properties.defaults.enableDeletionVectors": "true",
+        **{f"spark.databricks.delta.properties.defaults.{k[len('delta.'):]}": v for k, v in TABLE_PROPERTIES.items()},
         # the lake's tables have few files: replaying a log in the default 50 tasks is most of a small read
         "spark.databricks.delta.snapshotPartitions": os.environ.get("NIGHTSHIFT_SHUFFLE_PARTITIONS", "4"),
     }

@@ -1,5 +1,6 @@
 """The lake's base tables are Delta tables: a delete removes exactly one of several equal rows (bag semantics,
-by the hidden row identity) as a deletion vector, without rewriting a file (a few by a DELETE, many by a MERGE); apply-base's commit of a night is
+by the hidden row identity) as a deletion vector, without rewriting a file (a few written from the driver at the
+places the delete check found them, many by a MERGE); apply-base's commit of a night is
 idempotent (running it again over the same lake state commits nothing); and every reader of the base reads
 the versions the lake's state records, never a newer commit."""
 
@@ -29,11 +30,14 @@ def _history(spark, cycle, table: str) -> list:
     return spark.sql(f"DESCRIBE HISTORY {delta_path(cycle.lake.table_path(table))}").orderBy("version").collect()
 
 
-@pytest.mark.parametrize("deletes", ["few", "many"])
+@pytest.mark.parametrize("deletes", ["driver", "named", "many"])
 def test_a_delete_is_one_row_by_deletion_vector_and_the_commit_is_idempotent(tmp_path, spark, quiet, deletes, monkeypatch):
-    """A few deletes are a DELETE naming their rows, then an append; many are one MERGE (here: "many" is
-    made to mean one)."""
+    """Deletes are one commit of deletion vectors made from the driver, then an append; where the driver does
+    not delete ("named": made to hold for any number of deletes), a DELETE naming a few rows, then an append;
+    many are one MERGE (here: "many" is made to mean one)."""
     monkeypatch.setenv("NIGHTSHIFT_REWRITE_BELOW", "0")  # a table this small would be written anew
+    if deletes != "driver":
+        monkeypatch.setattr(apply_base_step, "DRIVER_DELETES", 0)
     if deletes == "many":
         monkeypatch.setattr(apply_base_step, "FEW_DELETES", 0)
     root = make_project(tmp_path / "p", VIEWS)
@@ -70,6 +74,7 @@ def test_a_delete_is_one_row_by_deletion_vector_and_the_commit_is_idempotent(tmp
     else:
         delete, append = history[-2:]
         assert (delete["operation"], append["operation"]) == ("DELETE", "WRITE")
+        assert ("nightshift" if deletes == "driver" else "Apache-Spark") in delete["engineInfo"], delete["engineInfo"]
         assert append["version"] == after.version("pos") == before.version("pos") + 2
         metrics = delete["operationMetrics"]
         assert metrics["numDeletedRows"] == "1" and metrics["numDeletionVectorsAdded"] == "1", metrics
@@ -205,10 +210,17 @@ def test_deletes_by_position_from_the_driver_are_deletion_vectors_spark_and_delt
     spark.sql(f"DELETE FROM delta.`{path}` WHERE id = 8")  # one file's add now only in the checkpoint
     expected.discard(8)
     assert (path / "_delta_log" / f"{3:020d}.checkpoint.parquet").is_file()
-    second = {files[0]: [1, 3, 5, 64_000], files[1]: [8]}  # the driver's over Spark's, adds from the checkpoint
+    def live(f, start, n):  # the first n rows still there from row `start` of file f
+        return [r for r in range(start, start + 1000) if at[(f, r)] in expected][:n]
+
+    second = {files[0]: live(files[0], 1, 3) + live(files[0], 64_000, 1), files[1]: live(files[1], 4, 1)}
+    # the driver's vectors over Spark's, the files' adds read from the checkpoint
     assert delta.delete_positions(path, second, "night 2")
     expected -= {at[(f, r)] for f, rows in second.items() for r in rows}
     read_back("driver's on Spark's, over a checkpoint")
+    version = delta.version(path)  # a row deleted already (another writer's commit since it was located): Spark's
+    again = {files[0]: [second[files[0]][0]]}
+    assert delta.delete_positions(path, again, None) is False and delta.version(path) == version
 
     other = tmp_path / "cdf"
     spark.range(10).write.format("delta").option("delta.enableChangeDataFeed", "true").save(str(other))
