@@ -3,16 +3,15 @@
 Each changed table gets one Delta commit: inserted rows appended; with deletes, the rows the batch's
 deleted row images pick (bag semantics: one row each, by the hidden row identity runtime.lake
 describes; picked from the rows the batch's delete check found equal to them, without reading the base
-again) are deleted by deletion vectors, no file rewritten: a few by their places in the files (which the
-delete check recorded) from the driver, committed before the append (by a DELETE naming them where the
-driver does not write the table's deletion vectors), many by one MERGE that also inserts. A table with less live data than the night's
-options say (rewrite_below) is written anew instead: one write where a DELETE or MERGE is a dozen
-Spark jobs. A view's lake copy takes its changed groups: a small copy written anew, a large one by
-MERGE; a copy no group of which changed is not committed. Small commits (a new table's first rows, a
-small table or copy written anew, a night's few inserts appended) are made from the driver
-(lake_tables.write's small):
-Spark's Delta writer costs about half a second a commit before it writes anything. Every
-commit carries its mark (the lake, the table, k's sequence number: Lake.commit_mark). When every table
+again) are deleted by deletion vectors, no file rewritten: up to DRIVER_DELETES by their places in the
+files (which the delete check recorded), written and committed from the driver before the append (where
+the driver does not write the table's deletion vectors: a few by a DELETE naming them), more by one MERGE
+that also inserts. A table with less live data than the night's options say (rewrite_below) is written
+anew instead: one write where a DELETE or MERGE is a dozen Spark jobs. A view's lake copy takes its
+changed groups: a small copy written anew, a large one by MERGE; a copy no group of which changed is not
+committed. Small commits (a new table's first rows, a small table or copy written anew, a night's few
+inserts appended) are made from the driver (lake_tables.write's small): Spark's Delta writer costs about
+half a second a commit before it writes anything. Every commit carries its mark (the lake, the table, k's sequence number: Lake.commit_mark). When every table
 and lake copy has committed, the lake's state record takes the new versions. A crash between two
 commits leaves the old state record; the rerun reads the base at the recorded versions again and skips
 every commit whose mark the table's log already holds after its recorded version, so only what is
@@ -37,7 +36,8 @@ from runtime.lake import PART, ROW_BATCH, ROW_ID, Lake, LakeState, parquet_rows
 from runtime.night import BatchInfo
 from runtime.options import DEFAULT_REWRITE_BELOW
 from spark_jobs.changes import column, in_months, load_batch, month_of, months, read_matched, read_table
-from spark_jobs.lake_tables import DRIVER_ROWS, POSITION, commit_sql, delete_positions, delta_path, latest_version, live_bytes, write
+from spark_jobs.lake_tables import (DRIVER_ROWS, POSITION, commit_sql, delete_positions, delta_path, latest_version,
+                                    live_bytes, write)
 from spark_jobs.nested import copy_columns, next_copy, read_copy
 
 MERGE_SOURCE, COPY_SOURCE = "__ns_apply", "__ns_apply_copy"

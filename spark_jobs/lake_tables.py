@@ -75,7 +75,8 @@ def read(spark: SparkSession, path: Path, version: int, positions: bool = False)
     # only the files with a deletion vector pay for the anti join
     dead = spark.createDataFrame(delta.deleted_rows(snap).to_pandas(), f"`{POSITION[0]}` string, `{POSITION[1]}` bigint")
     live = files(marked).select(*cols, *where)
-    live = live.join(F.broadcast(dead), list(POSITION), "left_anti").select(*cols, *([F.col(c) for c in POSITION] if positions else []))
+    live = live.join(F.broadcast(dead), list(POSITION), "left_anti")
+    live = live.select(*cols, *([F.col(c) for c in POSITION] if positions else []))
     return live if not whole else files(whole).select(*out).unionByName(live)
 
 
