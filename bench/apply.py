@@ -1,4 +1,4 @@
-"""Adding a view to a running summary layer (issue 20): `nightshift apply` vs a full materialize.
+"""Adding a view to a running summary layer: `nightshift apply` vs a full materialize.
 
     .venv/bin/python -m bench.apply [--pos 10000000]
 
@@ -83,7 +83,7 @@ REGION_DAYS = ("CREATE VIEW sRD_sales AS SELECT region, date, COUNT(*) AS TotalC
 def write_report(out: Path, args, load: float, apply_s: float, full_s: float, month_rows: int, views: dict,
                  month_parent: str, timings: dict) -> None:
     lines = [
-        "# Adding a month-keyed view: nightshift apply vs a full materialize (bench/apply.py, issue 20)",
+        "# Adding a month-keyed view: nightshift apply vs a full materialize (bench/apply.py)",
         "",
         run_line("apply", load),
         "",

@@ -1,4 +1,4 @@
-"""DISTINCT aggregates (issue 19): auxiliary mode against recomputing the view.
+"""DISTINCT aggregates: auxiliary mode against recomputing the view.
 
     .venv/bin/python -m bench.auxiliary [--pos 10000000] [--fraction 0.001]
 
@@ -80,7 +80,7 @@ def write_report(out: Path, args, load: float, r: dict) -> None:
         return report_row(label, x, base, NAME, ("base pos", "copy " + aux_view))
 
     lines = [
-        "# DISTINCT aggregates: auxiliary mode vs recompute (bench/auxiliary.py, issue 19)",
+        "# DISTINCT aggregates: auxiliary mode vs recompute (bench/auxiliary.py)",
         "",
         run_line("auxiliary", load),
         "",

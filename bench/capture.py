@@ -1,4 +1,4 @@
-"""Snapshot capture at scale (issue 22): the diff of a full `pos` extract with the lake's base, next to
+"""Snapshot capture at scale: the diff of a full `pos` extract with the lake's base, next to
 propagate of the batch it writes.
 
     .venv/bin/python -m bench.capture [--pos 10000000] [--changes N] [--cores 2] [--rounds 1]

@@ -1,4 +1,4 @@
-"""propagate and apply-base on local[N] vs a Spark standalone cluster with the same cores (issue 10).
+"""propagate and apply-base on local[N] vs a Spark standalone cluster with the same cores.
 
     .venv/bin/python -m bench.cluster [--pos 10000000] [--changes 10000] [--cores 2] [--rounds 1]
 

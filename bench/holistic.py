@@ -1,4 +1,4 @@
-"""Holistic and DISTINCT aggregates (issue 19): auxiliary mode against recomputing the views.
+"""Holistic and DISTINCT aggregates: auxiliary mode against recomputing the views.
 
     .venv/bin/python -m bench.holistic [--pos 10000000] [--fraction 0.001]
 
@@ -10,7 +10,7 @@ Three projects over the same --pos rows and the same update-generating night of 
    auxiliary views in the lake: pos grouped by (storeID, itemID), shared by the first two (paper 003:
    the foreign key, not the region), and pos grouped by (itemID, qty);
 3. + the same three views kept by recompute (`[views] ... = "recompute"`): Spark over the base;
-4. project 2 with the data's sizes declared in `[statistics]` (issue 19 item 4): the plan then keeps
+4. project 2 with the data's sizes declared in `[statistics]`: the plan then keeps
    SiC_sales's MIN(date) through an auxiliary view of (storeID, category, date) by its own choice, and the
    groups whose earliest sale is deleted are recomputed from it instead of pos.
 
@@ -104,7 +104,7 @@ def write_report(out: Path, args, load: float, r: dict) -> None:
                                   f"{'an auxiliary view' if x['modes'].get('SiC_sales') == 'auxiliary' else 'pos'})"}
     any_night = next(iter(r.values()))
     lines = [
-        "# Holistic and DISTINCT aggregates: auxiliary mode vs recompute (bench/holistic.py, issue 19)",
+        "# Holistic and DISTINCT aggregates: auxiliary mode vs recompute (bench/holistic.py)",
         "",
         run_line("holistic", load),
         "",

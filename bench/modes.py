@@ -1,4 +1,4 @@
-"""The per-night choice between delta and recompute, and the cost of a computed group key (issue 17).
+"""The per-night choice between delta and recompute, and the cost of a computed group key.
 
     .venv/bin/python -m bench.modes [--first-load 1000000] [--pos 10000000] [--fraction 0.001]
 
@@ -115,7 +115,7 @@ def write_report(out: Path, args, load: float, first: dict, night: dict) -> None
     w, wo = night["with"], night["without"]
     chosen = sorted(set(a["modes"].values()))
     lines = [
-        "# Delta or recompute per night, and a computed group key (bench/modes.py, issue 17)",
+        "# Delta or recompute per night, and a computed group key (bench/modes.py)",
         "",
         run_line("modes", load),
         "",

@@ -1,4 +1,4 @@
-"""A view over a summary view (issue 18): nested mode against recomputing the outer view.
+"""A view over a summary view: nested mode against recomputing the outer view.
 
     .venv/bin/python -m bench.nested [--pos 10000000] [--fraction 0.001]
 
@@ -135,7 +135,7 @@ def write_report(out: Path, args, load: float, r: dict) -> None:
         return report_row(label, x, base, "best_day", ("base pos", "copy SID_sales"))
 
     lines = [
-        "# A view over a summary view: nested mode vs recompute (bench/nested.py, issue 18)",
+        "# A view over a summary view: nested mode vs recompute (bench/nested.py)",
         "",
         run_line("nested", load),
         "",

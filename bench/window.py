@@ -1,4 +1,4 @@
-"""Where the window goes on DuckDB or PostgreSQL (issue 21, item 3): refresh of one night against a bare
+"""Where the window goes on DuckDB or PostgreSQL: refresh of one night against a bare
 MERGE of the same rows, both rolled back (the bare MERGE of bench/run.py, bench/no_scans.py) and committed.
 
     .venv/bin/python -m bench.window [--pos 10000000] [--fraction 0.001] [--nights 2] [--pg [URL]]
@@ -161,7 +161,7 @@ def write_report(out: Path, args, load: float, nights: list[dict], rows: dict) -
     upsert = ["bare upsert, rolled back (s)"] if pg else []
     lines = [
         f"# Where the window goes on {engine}: refresh against a bare MERGE, rolled back and committed "
-        "(bench/window.py, issue 21)",
+        "(bench/window.py)",
         "",
         machine,
         "",

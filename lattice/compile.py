@@ -228,7 +228,7 @@ def declared_statistics(statistics: tuple[tuple[str, int], ...], schema: Schema)
 def _extremes_through_auxiliary(statement: ViewStatement, schema: Schema, names: frozenset[str],
                                 aggregates: tuple[UserAggregate, ...], where: str) -> tuple[View, tuple[View, ...]]:
     """[views] <name> = "auxiliary": the view's MIN/MAX kept over an auxiliary view holding their argument's
-    values (issue 19 item 4), so that a night deleting a group's extreme recomputes it from the auxiliary
+    values, so that a night deleting a group's extreme recomputes it from the auxiliary
     view's lake copy instead of reading the base; refused, with the reason, where that does not apply."""
     has_extremes = any(isinstance(n, (exp.Min, exp.Max)) for n in statement.query.find_all(exp.Min, exp.Max))
     kept = _auxiliary(statement, schema, names, aggregates, grouped=True) if has_extremes else None
@@ -246,8 +246,8 @@ def _extremes_through_auxiliary(statement: ViewStatement, schema: Schema, names:
 
 def _through_map(statement: ViewStatement, schema: Schema, names: frozenset[str], where: str
                  ) -> tuple[View, tuple[View, ...]]:
-    """[views] <name> = "map": the view kept over a higher-order delta map of its fact table (issue 21,
-    Cumulus; lattice/passes/auxiliary.py: fact_map), so that a night changing a dimension joins the
+    """[views] <name> = "map": the view kept over a higher-order delta map of its fact table
+    (Cumulus; lattice/passes/auxiliary.py: fact_map), so that a night changing a dimension joins the
     changed rows with the map's lake copy, never with the fact table; refused, with the reason, where
     that does not apply."""
     def refuse(why: str) -> UnsupportedView:
@@ -269,7 +269,7 @@ def _through_map(statement: ViewStatement, schema: Schema, names: frozenset[str]
                      "dimension column, no unqualified column name two tables share)")
     outer, aux = kept
     view = replace(outer, mode="auxiliary", maintain="map", reason=(
-        f"kept over the map {aux[0].name} (nightshift.toml [views] {statement.name} = \"map\", issue 21): the fact's "
+        f"kept over the map {aux[0].name} (nightshift.toml [views] {statement.name} = \"map\"): the fact's "
         f"changes reach it through the map, and a change of {', '.join(view.dimensions)} joins the map's lake copy, "
         f"never {view.fact}"))
     return view, aux

@@ -33,7 +33,7 @@ def describe(plan: Plan) -> dict[str, dict]:
     for v in plan.lake_views:
         names = _names(v.sql)
         out[v.name] = {
-            # only the declarations of the columns its SQL names: a column nobody names changes no view (issue 20)
+            # only the declarations of the columns its SQL names: a column nobody names changes no view
             "fingerprint": _fingerprint(plan, v, out, "fingerprint", lambda t: _declaration(t, names)),
             # the rule before per-column declarations (every table's whole declaration): a layer built by it
             # compares by it, so upgrading rebuilds nothing
@@ -215,7 +215,7 @@ def changed_message(diff: LayerDiff, built: str, now: str) -> str:
 def built_parents(plan: Plan, rebuild: tuple[str, ...], rows: dict[str, int] | None = None,
                   base_rows: dict[str, int] | None = None) -> dict[str, tuple[Edge, LatticeNode]]:
     """For each view nightshift apply builds, the derives edge (5.1) from a summary table that is already
-    built and stays (issue 20), with the view's own lattice point: the new view is one GROUP BY over that
+    built and stays, with the view's own lattice point: the new view is one GROUP BY over that
     table's stored rows, joined with the edge's dimensions, instead of a pass over the base (a region-by-day
     rollup from sCD_sales through city -> region). The edge is derived between the two views as stored
     (no lattice-friendly hidden attribute: those live in summary-deltas, not in tables). Only a delta-mode

@@ -1,5 +1,5 @@
 """`nightshift capture --batch ID`: the sources a warehouse team has (nightly table extracts, Debezium change
-feeds, append-only logs) become the night's change batch (issue 22).
+feeds, append-only logs) become the night's change batch.
 
 Sources come from nightshift.toml or the command line:
 

@@ -89,7 +89,7 @@ class Project:
 
     @cached_property
     def partitions(self) -> dict[str, str]:
-        """table -> the DATE or TIMESTAMP column whose months lay out its lake base (issue 21): apply-base
+        """table -> the DATE or TIMESTAMP column whose months lay out its lake base: apply-base
         rewrites only the months a batch touches, and the delete checks read only those."""
         out = {}
         for table, col in self.partition_by:

@@ -346,7 +346,7 @@ class Cycle:
         base_rows = {t: self.lake.rows(t, state) for t in self.plan.fact_tables
                      if self.plan.schema.table(t).view is None}
         parents = built_parents(self.plan, change.rebuild, rows, base_rows) if self.options.apply_from_tables else {}
-        built = {}  # a new view from a summary table that stays (issue 20), not from the base
+        built = {}  # a new view from a summary table that stays, not from the base
         for name, (edge, node) in parents.items():
             folder = out / "_built" / edge.upper
             if not folder.exists():

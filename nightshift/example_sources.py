@@ -1,4 +1,4 @@
-"""The retail example's nights as a warehouse team receives them (issue 22): a nightly full extract of every
+"""The retail example's nights as a warehouse team receives them: a nightly full extract of every
 table (the snapshot night) and a Debezium change feed from PostgreSQL (the CDC night), for `nightshift
 capture` to turn into change batches. `nightshift demo` runs both after the example's hand-written nights.
 

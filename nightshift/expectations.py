@@ -1,4 +1,4 @@
-"""Expectation suites generated from the plan (issue 7): what every summary table must satisfy.
+"""Expectation suites generated from the plan: what every summary table must satisfy.
 
 Nothing is written per view: every check follows from the View IR and the D-lattice, i.e. from paper
 001's way of keeping a summary table (Table 2's hidden counts, Figure 8's NULL rule, AVG as SUM/COUNT,

@@ -1,4 +1,4 @@
-"""What `nightshift capture` records with each change batch it writes (issue 22): a frozen value, kept as
+"""What `nightshift capture` records with each change batch it writes: a frozen value, kept as
 lake/changes/<table>/batch_id=<ID>/_capture.json next to the batch's Parquet file.
 
 The record travels with the batch: capture writes both into one temporary folder and renames it into

@@ -98,11 +98,16 @@ def snapshot(path, version: int | None = None) -> DeltaSnapshot:
     for row in actions.select(["path"] + [c for c in actions.column_names if c in part_names]).to_pylist():
         values = {part_names[k]: v for k, v in row.items() if k in part_names}
         files.append((_local(Path(path), row["path"]), {k: (None if v is None else str(v)) for k, v in values.items()}))
-    keep = {}
+    return DeltaSnapshot(Path(path), dt.version(), schema, parts, tuple(files), _keep_masks(dt, Path(path)), mapped,
+                         schema_json)
+
+
+def _keep_masks(dt, path: Path) -> dict:
+    """Each data file with a deletion vector -> its keep mask (pa.BooleanArray, False where a row is deleted), as
+    delta-rs reads the vectors of the `deltalake.DeltaTable` `dt` of the table at `path`: the one reader of them."""
     dvs = pa.RecordBatchReader.from_stream(dt.deletion_vectors()).read_all()
-    for uri, mask in zip(dvs.column("filepath").to_pylist(), dvs.column("selection_vector").to_pylist()):
-        keep[_local(Path(path), uri)] = pa.array(mask, pa.bool_())
-    return DeltaSnapshot(Path(path), dt.version(), schema, parts, tuple(files), keep, mapped, schema_json)
+    masks = dvs.column("selection_vector").combine_chunks() if dvs.num_rows else []
+    return {_local(path, uri): masks[i].values for i, uri in enumerate(dvs.column("filepath").to_pylist())}
 
 
 def deleted_rows(snap: DeltaSnapshot, full_path: bool = False) -> pa.Table:
@@ -167,15 +172,12 @@ def compaction(table: str, path, version: int, purge: bool = False) -> Compactio
     adds = pa.table(dt.get_add_actions(flatten=True)).select(["path", "size_bytes", "num_records"]).to_pylist()
     records = {_local(Path(path), a["path"]): a["num_records"] for a in adds}
     small = sum(1 for a in adds if a["size_bytes"] < SMALL_FILE)
-    dvs = pa.RecordBatchReader.from_stream(dt.deletion_vectors()).read_all()
     deleted = marked = 0
-    masks = dvs.column("selection_vector").combine_chunks() if dvs.num_rows else []
-    for i, uri in enumerate(dvs.column("filepath").to_pylist()):
-        mask = masks[i].values  # the file's keep mask, read in Arrow
+    for f, mask in _keep_masks(dt, Path(path)).items():
         gone = len(mask) - (pc.sum(mask).as_py() or 0)
         if gone:
             marked += 1
-            total = records.get(_local(Path(path), uri)) or len(mask)
+            total = records.get(f) or len(mask)
             deleted += gone > DELETED_RATIO * total
     return Compaction(table, small, deleted, marked, purge)
 
@@ -291,12 +293,8 @@ def delete_positions(path, rows: dict, mark: str | None) -> bool:
         return False
     gone = {}  # file name -> the row numbers its old vector deletes
     if any(a.get("deletionVector") for a in adds.values()):
-        dvs = pa.RecordBatchReader.from_stream(dt.deletion_vectors()).read_all()
-        masks = dvs.column("selection_vector").combine_chunks() if dvs.num_rows else []
-        for i, uri in enumerate(dvs.column("filepath").to_pylist()):
-            name = _local(Path(path), uri).name
-            if name in rows:
-                gone[name] = pc.indices_nonzero(pc.invert(masks[i].values)).to_numpy().astype(np.int64)
+        gone = {f.name: pc.indices_nonzero(pc.invert(mask)).to_numpy().astype(np.int64)
+                for f, mask in _keep_masks(dt, Path(path)).items() if f.name in rows}
     dv_id = uuid.uuid4()
     blob, actions, now, deleted = bytearray(b"\x01"), [], int(time.time() * 1000), 0
     for name, positions in rows.items():

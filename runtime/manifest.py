@@ -31,7 +31,7 @@ class DeltaResult:
 
 @dataclass(frozen=True)
 class RowsRead:
-    """The rows propagate's Spark scans read from one source of the lake (issue 19: "never reads the
+    """The rows propagate's Spark scans read from one source of the lake ("never reads the
     base" measured, not claimed): Spark's "number of output rows" of every Parquet scan of the step, i.e.
     the rows of the row groups it read, before any filter; a cached relation's scan counts once.
 

@@ -36,7 +36,7 @@ class Options:
     weak_minimality: bool = True
     stats_rows: int = DEFAULT_STATS_ROWS
     refresh_optimize: bool = True
-    apply_from_tables: bool = True  # nightshift apply may build a view from a summary table that stays (issue 20)
+    apply_from_tables: bool = True  # nightshift apply may build a view from a summary table that stays
     rewrite_below: int = DEFAULT_REWRITE_BELOW  # bytes: apply-base writes a smaller lake table anew
     new_keys: tuple[str, ...] = ()  # [refresh] new_keys: views whose summary-delta groups are all new (4.3)
 

@@ -1,4 +1,4 @@
-"""capture: a source that is not a change batch becomes one (issue 22), compared with the lake's base as
+"""capture: a source that is not a change batch becomes one, compared with the lake's base as
 of the last applied batch.
 
     snapshot   a full extract of the table (Parquet or CSV files): its bag difference with the base. With a

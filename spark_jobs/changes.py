@@ -62,7 +62,7 @@ def read_table(spark: SparkSession, lake: Lake, name: str, state: LakeState, pos
 
 def read_base(spark: SparkSession, lake: Lake, table: Table, state: LakeState) -> DataFrame:
     """The table at the lake's state, with its declared columns and types. A column declared after the
-    lake's version was written (sql/schema.sql evolves, issue 20) reads as NULL in the rows already
+    lake's version was written (sql/schema.sql evolves) reads as NULL in the rows already
     there; a NOT NULL one cannot, and is refused naming it."""
     df = read_table(spark, lake, table.name, state)
     if df is None:

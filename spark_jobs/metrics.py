@@ -1,4 +1,4 @@
-"""What a step read, measured (issue 19): the rows each Parquet scan of the step's Spark SQL executions
+"""What a step read, measured: the rows each Parquet scan of the step's Spark SQL executions
 read, by the folders it read, so that "propagate never reads the base" is a number in the manifest.
 
 Spark's SQL metrics are the source, as the Spark UI's SQL tab shows them: every file scan reports

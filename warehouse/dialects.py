@@ -248,7 +248,7 @@ class DuckDBDialect(Dialect):
     def merge_delta(self, conn, view: View, delta: str, insert_only: bool = False) -> tuple[int, int, int, int]:
         """Figure 8 as ONE MERGE: an emptied group deleted, an existing one updated by Figure 8's rule, a new
         one inserted, and a delta group that removes rows from a group the table does not hold an error
-        (the transaction rolls back). DuckDB joins the delta with the summary table once (issue 21: the
+        (the transaction rolls back). DuckDB joins the delta with the summary table once (the
         classification join, then DELETE, UPDATE and INSERT joined it four times); RETURNING merge_action
         counts what it did. `insert_only` (4.3): no delete clause, no MIN/MAX recompute."""
         t, cnt = self.table(view), q("_ns_count")

@@ -253,7 +253,7 @@ class Warehouse:
 
     def export_storage(self, view: View, folder: Path) -> int:
         """A summary table's rows (keys and stored aggregates, under nightshift's column names) as one
-        Parquet file in `folder`: what nightshift apply builds a new coarser view from (issue 20)."""
+        Parquet file in `folder`: what nightshift apply builds a new coarser view from."""
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / "part-0.parquet"
         with self.engine.connect() as conn:

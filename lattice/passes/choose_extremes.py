@@ -1,4 +1,4 @@
-"""Per view, once per plan: where exact MIN/MAX of a group that lost rows comes from (issue 19, item 4).
+"""Per view, once per plan: where exact MIN/MAX of a group that lost rows comes from.
 
 A night that deletes a group's extreme needs the group's new MIN/MAX, which its summary-delta cannot
 give (paper 001, Table 2). Two sources are exact:

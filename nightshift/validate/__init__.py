@@ -1,4 +1,4 @@
-"""`nightshift validate --batch ID` (issue 7): the Great Expectations gate between refresh and publish.
+"""`nightshift validate --batch ID`: the Great Expectations gate between refresh and publish.
 
 Runs the suites that nightshift/expectations.py generates from the plan with GX 1.x:
 
