@@ -42,7 +42,7 @@ from nightshift.cycle import Cycle
 from nightshift.example import CATEGORIES, RetailGenerator, batch_id, init_project, write_batch
 
 HERE = Path(__file__).resolve().parent
-KINDS = ("today", "issue21")
+KINDS = ("today", "by_month")
 NIGHTS = ("recent", "uniform", "dimension")
 MAPPED = ("sCD_sales", "sR_sales", "SiC_sales")
 
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     load = os.getloadavg()[0]
     work = Path(args.work)
     shutil.rmtree(work, ignore_errors=True)
-    run(work / "warm-up", 20_000, args.fraction, "issue21")  # JVM and Spark warm before the first clock
+    run(work / "warm-up", 20_000, args.fraction, "by_month")  # JVM and Spark warm before the first clock
     results = {kind: run(work / kind, args.pos, args.fraction, kind) for kind in KINDS}
     write_report(Path(args.out), args, load, results)
     print(f"wrote {args.out}")
@@ -69,8 +69,8 @@ def project(root: Path, kind: str) -> None:
     toml = root / "nightshift.toml"
     text = toml.read_text()
     views = sorted(f.stem for f in (root / "sql" / "summaries").glob("*.sql"))
-    setting = {v: "map" if kind == "issue21" and v in MAPPED else "incremental" for v in views}
-    if kind == "issue21":
+    setting = {v: "map" if kind == "by_month" and v in MAPPED else "incremental" for v in views}
+    if kind == "by_month":
         text = text.replace('path = "lake"\n', 'path = "lake"\npartition_by = { pos = "date" }\n', 1)
     toml.write_text(text + "\n[views]\n" + "".join(f'{v} = "{m}"\n' for v, m in setting.items()))
 
@@ -147,7 +147,7 @@ def _rows(cycle: Cycle, name: str) -> int:
 
 
 def write_report(out: Path, args, load: float, r: dict) -> None:
-    today, new = r["today"], r["issue21"]
+    today, new = r["today"], r["by_month"]
     remat, duck = today["rematerialize"], today["duckdb"]
     label = {"recent": "recent corrections (last 14 days)", "uniform": "update-generating (every date)",
              "dimension": "dimension change (1% stores move, 1% items recategorized) + inserts"}

@@ -1,4 +1,4 @@
-"""Evolving the summary layer (issue 20): the night names what changed, `nightshift apply` builds only the
+"""Evolving the summary layer: the night names what changed, `nightshift apply` builds only the
 added and changed views and drops the dropped ones, in one transaction, leaving every other summary table
 row for row as it was; the nights after it equal recomputation; a crash during apply leaves the old
 layer serving and a rerun finishes it."""
@@ -104,7 +104,7 @@ def test_apply_builds_only_what_changed(tmp_path, spark, quiet, warehouse_url, b
     assert change.dropped == ("sR_sales",) and set(change.unchanged) == UNCHANGED
     for name in UNCHANGED:  # untouched, row for row
         assert _stored(cycle, name) == kept[name], name
-    # the region-by-day rollup came from sCD_sales's summary table along the lattice (issue 20: city -> region),
+    # the region-by-day rollup came from sCD_sales's summary table along the lattice (city -> region),
     # not from the base; big_sales (its own filter) and the nested and auxiliary views from the base
     built = cycle.warehouse.ledger()[-1].stats
     assert built["region_days"]["parent"] == "sCD_sales" and "parent" not in built["big_sales"], built
@@ -162,7 +162,7 @@ PROMO = "CREATE VIEW promo_sales AS SELECT promo, COUNT(*) AS n FROM pos GROUP B
 
 
 class _Promos:
-    """pos rows with the promo column declared later (issue 20, item 3): rows from before it read NULL;
+    """pos rows with the promo column declared later: rows from before it read NULL;
     rows inserted after carry a value chosen here, and their deletes carry it too. Tracked beside the
     model (which knows pos without promo), independently of nightshift."""
 

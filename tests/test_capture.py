@@ -1,4 +1,4 @@
-"""nightshift capture (issue 22): table snapshots, Debezium CDC feeds and append-only logs become change
+"""nightshift capture: table snapshots, Debezium CDC feeds and append-only logs become change
 batches, compared with the lake's base as of the last applied batch; bad sources are refused with the file,
 line or key, and nothing is written."""
 

@@ -1,4 +1,4 @@
-"""The whole cycle on a real Spark standalone cluster (issue 10): bin/spark-cluster starts a master and a worker
+"""The whole cycle on a real Spark standalone cluster: bin/spark-cluster starts a master and a worker
 from the venv's pyspark on free 127.0.0.1 ports; the differential nights run on spark://127.0.0.1:PORT with the
 master taken from the project's [spark] master, and the Airflow DAG submits to it through `spark_default`.
 The cluster is stopped at the end of the session, also after a failure, and nothing it started may outlive it.

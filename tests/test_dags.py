@@ -349,7 +349,7 @@ def test_dag_keeps_every_mode_through_an_airflow_connection_and_stops_at_an_unap
     b = init_project(project, "retail", rows=3000, nights=2)
     for name, sql in EVERY_MODE.items():
         (project / "sql" / "summaries" / f"{name}.sql").write_text(sql + "\n")
-    toml = project / "nightshift.toml"  # issue 21: pos laid out by month, sCD_sales over a map of pos
+    toml = project / "nightshift.toml"  # pos laid out by month, sCD_sales over a map of pos
     toml.write_text(toml.read_text().replace('path = "lake"\n', 'path = "lake"\npartition_by = { pos = "date" }\n', 1)
                     + '\n[views]\nsCD_sales = "map"\n')
     modes = {v.name: v.mode for v in load_project(project).plan.views}

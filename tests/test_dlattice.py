@@ -628,7 +628,7 @@ def test_a_full_cube_compiles_to_the_expected_lattice():
     assert all(lattice.node(p.parent).kind == "changes" or p.parent in among for p in lattice.parents)
 
 
-# ------------------------------------------------------------------ computed group keys (issue 17)
+# ------------------------------------------------------------------ computed group keys
 
 MONTHLY = {
     "SID_sales": FIGURE_1["SID_sales"],
@@ -661,7 +661,7 @@ def test_a_month_key_derives_from_a_date_key():
     assert '"monthly"."month"' in down and "_TRUNC" not in down  # read, not recomputed
 
 
-# ------------------------------------------------------------------ delta or recompute per night (issue 17)
+# ------------------------------------------------------------------ delta or recompute per night
 
 
 def test_a_night_recomputes_a_view_only_when_that_is_cheaper(figure1):

@@ -1,4 +1,4 @@
-"""Holistic aggregates (issue 19, paper 002): MEDIAN, PERCENTILE_CONT/DISC, MODE and user-defined
+"""Holistic aggregates (paper 002): MEDIAN, PERCENTILE_CONT/DISC, MODE and user-defined
 aggregates kept through an auxiliary view of value multiplicities, every changed group re-aggregated
 from it, never from the base; DISTINCT that keys make redundant kept without one (paper 003).
 
@@ -42,7 +42,7 @@ VIEWS = {
 }
 KEYED = {"keyed", "region_stores"}
 HOLISTIC = set(VIEWS) - KEYED
-# MIN/MAX through an auxiliary view (issue 19 item 4, [views] SiC_sales = "auxiliary"): a deleted extreme is
+# MIN/MAX through an auxiliary view ([views] SiC_sales = "auxiliary"): a deleted extreme is
 # recomputed from the auxiliary view's lake copy, never from the base
 VIEWS["SiC_sales"] = FIGURE_1["SiC_sales"]
 # region_price never traded for a recompute: at this size a store moving region makes recompute the cheaper

@@ -1,4 +1,4 @@
-"""Higher-order delta maps (issue 21, item 1; Cumulus): `[views] v = "map"` keeps a view that joins
+"""Higher-order delta maps (Cumulus): `[views] v = "map"` keeps a view that joins
 dimension tables over a map of its fact table grouped by the fact columns the view reads (foreign keys,
 fact-side keys and filter columns), kept in the lake from the fact's changes only. A night that changes
 only dimensions then joins the changed rows with the map's lake copy and reads no row of pos (the

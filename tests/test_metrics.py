@@ -1,4 +1,4 @@
-"""The manifest says what propagate read (issue 19, item 5): the rows Spark's Parquet scans read from
+"""The manifest says what propagate read: the rows Spark's Parquet scans read from
 each base table, view copy and change set, so "never reads the base" is measured, not claimed.
 
 Every expected number comes from what the test wrote (the batches, and the model's base tables), not

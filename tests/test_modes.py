@@ -46,7 +46,7 @@ VIEWS = {
              "AVG(DISTINCT price) AS avg_price, COUNT(*) AS n, SUM(qty) AS q, MAX(qty) AS top FROM pos "
              "JOIN stores ON pos.storeID = stores.storeID WHERE qty IS NOT NULL GROUP BY region "
              "HAVING COUNT(DISTINCT price) > 1",
-    # a higher-order delta map (issue 21, [views] city_items = "map"): kept over pos grouped by its foreign keys,
+    # a higher-order delta map ([views] city_items = "map"): kept over pos grouped by its foreign keys,
     # so a store moving city or an item changing category reads the map's lake copy, not pos
     "city_items": "CREATE VIEW city_items AS SELECT city, category, COUNT(*) AS n, SUM(qty) AS q, MAX(price) AS top "
                   "FROM pos JOIN stores ON pos.storeID = stores.storeID JOIN items ON pos.itemID = items.itemID "
@@ -78,7 +78,7 @@ def _busy(cycle: Cycle) -> set:
 def test_every_mode_in_one_project_equals_recomputation(tmp_path, spark, quiet, warehouse_url, backend, seed):
     root = make_project(tmp_path / "p", VIEWS, url=warehouse_url(backend, f"modes_{seed}"))
     toml = root / "nightshift.toml"
-    # priced never traded for a recompute; pos's base laid out by month (issue 21) under every mode
+    # priced never traded for a recompute; pos's base laid out by month under every mode
     toml.write_text(toml.read_text().replace('path = "lake"\n', 'path = "lake"\npartition_by = { pos = "date" }\n')
                     + '[views]\npriced = "incremental"\ncity_items = "map"\n')
     cycle = Cycle(load_project(root), spark=spark, progress=quiet)

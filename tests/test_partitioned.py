@@ -1,4 +1,4 @@
-"""A partitioned lake base (issue 21, item 2): `[lake] partition_by = { pos = "date" }` lays pos's Delta table
+"""A partitioned lake base: `[lake] partition_by = { pos = "date" }` lays pos's Delta table
 out by month; apply-base's commit touches only the months a batch touches (deletes as deletion vectors on
 their files, inserts as new files; every other month's files stay as they are), and the delete check reads
 only the months of the deleted rows, measured by the manifest's rows read. Every view stays equal to recomputation from the model; a bad delete is still

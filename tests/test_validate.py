@@ -1,4 +1,4 @@
-"""The Great Expectations gate (issue 7): real GX 1.x, a real DuckDB warehouse file, no mocks.
+"""The Great Expectations gate: real GX 1.x, a real DuckDB warehouse file, no mocks.
 
 One project runs two nights through the cycle (Spark once, module-scoped); each test validates a
 copy of it, after corrupting the warehouse in one way, and expects exactly the matching checks to
