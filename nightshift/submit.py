@@ -23,6 +23,7 @@ from nightshift.config import load_project  # noqa: E402
 from nightshift.cycle import Cycle  # noqa: E402
 from nightshift.render import plain  # noqa: E402
 from runtime.errors import NightshiftError  # noqa: E402
+from spark_jobs.session import get_spark  # noqa: E402
 
 
 def run_step(project, step: str, batch: str, level: int | None = None, spark_factory=None) -> str:
@@ -44,6 +45,13 @@ def run_step(project, step: str, batch: str, level: int | None = None, spark_fac
     return f"{r.step} {batch}: " + (f"skipped ({r.skipped})" if r.skipped else f"done in {r.seconds:.2f}s")
 
 
+def spark_session(app: str) -> SparkSession:
+    """The task's Spark: spark-submit's master and the settings it was given, and nightshift's own for the rest
+    (spark_jobs.session.get_spark), as `nightshift run` has them: the session time zone (UTC, whatever the
+    machine's), the shuffle partitions of a small night, the project's NIGHTSHIFT_SPARK_CONF."""
+    return get_spark(None, app)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="submit.py")
     p.add_argument("step", choices=["propagate", "apply-base", "compact", "capture"])
@@ -54,8 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.level is not None and args.step != "propagate":
         p.error("--level applies to propagate only")
 
-    def session() -> SparkSession:  # spark-submit's master and conf; started only when a step has work
-        return SparkSession.builder.appName(f"nightshift:{args.step}:{args.batch}").getOrCreate()
+    def session() -> SparkSession:  # started only when a step has work
+        return spark_session(f"nightshift:{args.step}:{args.batch}")
 
     try:  # nights run the applied layer
         print(run_step(load_project(args.project, "applied"), args.step, args.batch, args.level, session))

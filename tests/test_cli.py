@@ -269,3 +269,24 @@ def test_run_pending_runs_every_landed_batch_quietly(tmp_path):
                str(tmp_path / "orphan.csv")).returncode == 0
     r = cli("run", "--project", str(target), "--pending")
     assert r.returncode == 1 and "stopped at batch 20260103, step propagate" in r.stderr and "zone_id=99" in r.stderr
+
+
+def test_a_dag_tasks_spark_submit_has_the_settings_nightshift_run_has():
+    """A DAG task's Spark step is a spark-submit of nightshift/submit.py: its session has nightshift's settings
+    (the session time zone UTC on a machine in another zone, a small night's shuffle partitions), and a setting
+    spark-submit was given wins over nightshift's."""
+    bin_dir = Path(sys.executable).parent
+    env = dict(os.environ, TZ="America/New_York", PYTHONPATH=str(ROOT), NIGHTSHIFT_SHUFFLE_PARTITIONS="3",
+               PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    env.pop("PYSPARK_GATEWAY_PORT", None)
+    submit = [str(bin_dir / "spark-submit"), "--master", "local[1]"]
+    out = {}
+    for given in ((), ("--conf", "spark.sql.shuffle.partitions=7")):
+        r = subprocess.run([*submit, *given, str(ROOT / "tests" / "submit_session_script.py")], env=env,
+                           capture_output=True, text=True, timeout=300)
+        line = [x for x in r.stdout.splitlines() if x.startswith("SESSION ")]
+        assert r.returncode == 0 and line, r.stdout[-2000:] + r.stderr[-2000:]
+        out[given] = json.loads(line[0][len("SESSION "):])
+    assert out[()] == {"spark.sql.session.timeZone": "UTC", "spark.sql.shuffle.partitions": "3",
+                       "spark.sql.sources.partitionOverwriteMode": "static"}
+    assert out[("--conf", "spark.sql.shuffle.partitions=7")]["spark.sql.shuffle.partitions"] == "7"
