@@ -10,16 +10,18 @@ Two projects over the same --pos rows (the retail example, Appendix A's shape: 1
 2. by month, maps: `[lake] partition_by = { pos = "date" }`, and sCD_sales, sR_sales and SiC_sales kept over maps
    (`[views] v = "map"`: pos grouped by the fact columns each reads).
 
-and the same three nights on each, one after the other:
+and the same four nights on each, one after the other:
 
 - recent corrections: --fraction of pos as equal deletes and inserts, all within the last 14 days;
 - update-generating (Section 6): the same, over every date of the year;
+- insertion-generating (Section 6): --fraction of pos inserted for a new day;
 - dimension change: 1% of stores move city (and region), 1% of items change category, with --fraction of
   pos inserted for a new day.
 
 Per night and project: rows of pos propagate read (the manifest's Spark scan metrics), propagate, the
-window (refresh) beside a bare MERGE of the same summary-delta rows (bench/measure.bare_merge), and
-apply-base; then Spark rematerialize along the lattice and DuckDB recompute of every view, once, on
+window (refresh) beside a bare MERGE of the same summary-delta rows (bench/measure.bare_merge),
+apply-base, and the bytes the night wrote to the lake (every file under lake/ but the change batches that
+propagate, refresh or apply-base created or rewrote) against the batch's own Parquet files; then Spark rematerialize along the lattice and DuckDB recompute of every view, once, on
 project 1's final state. Writes bench/NO_SCANS.md with the load at the start: run it on an idle machine.
 """
 
@@ -43,7 +45,7 @@ from nightshift.example import CATEGORIES, RetailGenerator, batch_id, init_proje
 
 HERE = Path(__file__).resolve().parent
 KINDS = ("today", "by_month")
-NIGHTS = ("recent", "uniform", "dimension")
+NIGHTS = ("recent", "uniform", "insertion", "dimension")
 MAPPED = ("sCD_sales", "sR_sales", "SiC_sales")
 
 
@@ -119,20 +121,23 @@ def run(root: Path, rows: int, fraction: float, kind: str) -> dict:
             batch = {"pos": recent(gen, changes)}
         elif name == "uniform":
             batch = {"pos": gen.update_generating(changes)}
+        elif name == "insertion":
+            batch = {"pos": gen.insertion_generating(gen.days + n, changes)}
         else:
             batch = dimension(gen, gen.days + n, changes)
-        for table, frame in batch.items():
-            write_batch(root / "lake", table, b, frame)
+        batch_bytes = sum(write_batch(root / "lake", table, b, frame).stat().st_size for table, frame in batch.items())
+        started = time.time()
         propagate = cycle.propagate(b)
         merge = bare_merge(cycle, b)
         refresh = cycle.refresh(b)
         apply = cycle.apply_base(b)
+        written = _written_since(root / "lake", started)
         manifest = propagate.details
         out[name] = {"propagate": propagate.seconds, "refresh": refresh.seconds, "merge": merge,
                      "apply": apply.seconds, "changes": manifest.night.info.rows,
                      "pos_read": manifest.read("base", "pos").rows, "pos_scans": manifest.read("base", "pos").scans,
                      "copies_read": sum(r.rows for r in manifest.rows_read or () if r.kind == "copy"),
-                     "months": (apply.details["tables"].get("pos") or {}).get("months_rewritten")}
+                     "written": written, "batch_bytes": batch_bytes}
     if kind == "today":
         out["rematerialize"] = rematerialize(cycle)[0]
         out["duckdb"] = duckdb_recompute(cycle)
@@ -140,6 +145,20 @@ def run(root: Path, rows: int, fraction: float, kind: str) -> dict:
     cycle.close()
     shutil.rmtree(root / "lake" / "base", ignore_errors=True)
     return out
+
+
+def _written_since(lake: Path, started: float) -> int:
+    """Bytes of the lake's files (not the change batches) created or rewritten since `started`: what a night
+    wrote (summary-deltas, the delete check's matched rows, the base's and the copies' commits, logs)."""
+    total = 0
+    for folder, dirs, files in os.walk(lake):
+        if Path(folder) == lake:
+            dirs[:] = [d for d in dirs if d != "changes"]
+        for f in files:
+            st = os.stat(os.path.join(folder, f))
+            if st.st_mtime >= started:
+                total += st.st_size
+    return total
 
 
 def _rows(cycle: Cycle, name: str) -> int:
@@ -150,6 +169,7 @@ def write_report(out: Path, args, load: float, r: dict) -> None:
     today, new = r["today"], r["by_month"]
     remat, duck = today["rematerialize"], today["duckdb"]
     label = {"recent": "recent corrections (last 14 days)", "uniform": "update-generating (every date)",
+             "insertion": "insertion-generating (a new day)",
              "dimension": "dimension change (1% stores move, 1% items recategorized) + inserts"}
     lines = [
         "# Nights that read less of the fact table (bench/no_scans.py)",
@@ -163,8 +183,9 @@ def write_report(out: Path, args, load: float, r: dict) -> None:
         f"by month, maps {new['load']:.1f} s.",
         "",
         "| night | project | rows of pos read (scans) | lake copies read | propagate (s) | window: refresh (s) | "
-        "bare MERGE (s) | refresh / MERGE | apply-base (s) | months rewritten | total (s) | total / rematerialize |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "bare MERGE (s) | refresh / MERGE | apply-base (s) | total (s) | total / rematerialize | lake bytes written | "
+        "written / batch's Parquet |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     ratios = []  # one line per night and project: whole night / DuckDB recompute
     for night in NIGHTS:
@@ -174,8 +195,8 @@ def write_report(out: Path, args, load: float, r: dict) -> None:
             lines.append(
                 f"| {label[night]} | {kind} | {x['pos_read']:,} ({x['pos_scans']}) | {x['copies_read']:,} | "
                 f"{x['propagate']:.1f} | {x['refresh']:.2f} | {x['merge']:.2f} | {x['refresh'] / max(x['merge'], 1e-9):.1f} | "
-                f"{x['apply']:.1f} | {x['months'] if x['months'] is not None else '-'} | {total:.1f} | "
-                f"{total / remat:.3f} |")
+                f"{x['apply']:.1f} | {total:.1f} | {total / remat:.3f} | {x['written'] / 1e6:,.1f} MB | "
+                f"{x['written'] / max(x['batch_bytes'], 1):.1f} |")
     lines += [
         "",
         "Whole night (propagate + refresh + apply-base) against DuckDB's recompute of every view on the same data:",
@@ -186,9 +207,13 @@ def write_report(out: Path, args, load: float, r: dict) -> None:
         "",
         "Rows read: the rows of the row groups Spark's Parquet scans read during propagate (the manifest's "
         "`rows_read`), summed over scans; a cached relation counts once. Total = propagate + refresh + apply-base. "
+        "Lake bytes written: the files under lake/ (the change batches left out) created or rewritten during the "
+        "night, against the batch's own Parquet files. "
         "The delete check reads only the months of the deleted rows when the base is laid out by month; the maps "
         "take a dimension change's join from pos to their lake copies. SiC_sales's map keeps MIN(date) per "
-        "(store, item), so a night deleting a pair's earliest sale still recomputes that pair's minimum from pos.",
+        "(store, item), so a night deleting a pair's earliest sale recomputes that pair's minimum from pos: with pos "
+        "laid out by month, from the months of the deleted earliest sales first (every month only for a pair with no "
+        "other sale there).",
         "",
     ]
     out.write_text("\n".join(lines))

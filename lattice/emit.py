@@ -15,6 +15,7 @@ literal goes through `lattice.sql`.
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Callable
 
 import sqlglot
@@ -23,7 +24,7 @@ from lattice.ir import DISTINCT_COUNT, Argument, ColumnRef, Edge, JoinStep, Latt
 from lattice.passes.normalize import served
 from lattice.refresh import fresh, merged
 from lattice.sql import ident as q
-from lattice.sql import safe_name
+from lattice.sql import literal, safe_name
 from lattice.warehouse_sql import duckdb_decimal_interpolation
 
 SIGN = "_ns_sign"
@@ -215,14 +216,19 @@ def base_aggregate(view: View, s: StoredAggregate) -> str:
 # ------------------------------------------------------------------ MIN/MAX recompute (Figure 8)
 
 
-def minmax_recompute(view: View, arg: Argument, changed: frozenset[str]) -> str:
+def minmax_recompute(view: View, arg: Argument, changed: frozenset[str], within: str = "",
+                     lost: str | None = None) -> str:
     """Exact MIN and MAX of `arg` after the batch, for the groups in __ns_lost_<view> only.
 
     F'⋈D' = F⋈D' - del⋈D' + ins⋈D' as bags: per (group, value) the net multiplicity is summed
     over old rows (+1), deleted rows (-1) and inserted rows (+1); values with a positive net count
     survive. This runs in propagate, outside the window, so refresh never scans base data.
+
+    within: a condition on `arg` (extremes_within): only the rows whose value meets it, in every term, so
+    a group's MIN (MAX) is exact wherever the condition holds for every value below (above) it. lost: the
+    relation of the groups to compute, when not __ns_lost_<view>.
     """
-    lost = rel("lost", view.name)
+    lost = lost or rel("lost", view.name)
     new_dims = {d: rel("new", d) for d in view.dimensions}
     old_rows = {view.fact: _unsigned(rel("old", view.fact)), **new_dims}
     terms = [old_rows]
@@ -237,6 +243,7 @@ def minmax_recompute(view: View, arg: Argument, changed: frozenset[str]) -> str:
         selects.append(
             f"SELECT {keys + ', ' if keys else ''}({arg.sql}) AS {q('_v')}, {q(view.fact)}.{q(SIGN)} AS {q('_n')}\n"
             f"FROM {_join_clause(view, term)}{join_lost}\nWHERE ({arg.sql}) IS NOT NULL{where}"
+            + (f" AND ({within})" if within else "")
         )
     key_list = ", ".join(q(k.name) for k in view.keys)
     inner_group = f"{key_list}, {q('_v')}" if key_list else q("_v")
@@ -248,6 +255,68 @@ def minmax_recompute(view: View, arg: Argument, changed: frozenset[str]) -> str:
         f"SELECT {inner_group}, SUM({q('_n')}) AS {q('_n')} FROM (\n" + "\nUNION ALL\n".join(selects)
         + f"\n) AS {q('r')}\nGROUP BY {inner_group}\nHAVING SUM({q('_n')}) > 0\n) AS {q('s')}{group}"
     )
+
+
+def deleted_extremes(view: View, arg: Argument) -> str:
+    """One row: among the groups in __ns_lost_<view>, the largest of each group's smallest deleted value of
+    `arg` (lo) and the smallest of each group's largest (hi), as text; NULL when no deleted fact row reaches
+    those groups. A group that lost its MIN lost it at its smallest deleted value (its MAX at its largest):
+    its new extreme most likely lies near there (extremes_within)."""
+    src = {view.fact: rel("del", view.fact), **{d: rel("new", d) for d in view.dimensions}}
+    keys = [f"CAST({k.sql} AS {k.type}) AS {q(k.name)}" for k in view.keys]
+    where = f"\nWHERE {view.where}" if view.where else ""
+    group = f"\nGROUP BY {', '.join(k.sql for k in view.keys)}" if view.keys else ""
+    per_group = (f"SELECT {''.join(k + ', ' for k in keys)}MIN({arg.sql}) AS {q('_lo')}, MAX({arg.sql}) AS {q('_hi')}"
+                 f"\nFROM {_join_clause(view, src)}{where}{group}")
+    return (f"SELECT CAST(MAX({q('d')}.{q('_lo')}) AS VARCHAR) AS {q('lo')}, "
+            f"CAST(MIN({q('d')}.{q('_hi')}) AS VARCHAR) AS {q('hi')}\nFROM (\n{per_group}\n) AS {q('d')}\n"
+            f"JOIN {rel('lost', view.name)} AS {q('l')} ON {same_keys(view, q('d'), q('l'))}")
+
+
+def extremes_within(view: View, arg: Argument, lo: str | None, hi: str | None,
+                    months: list[str]) -> tuple[str, str] | None:
+    """For a DATE or TIMESTAMP argument whose lost extremes lie in months (deleted_extremes' lo and hi as
+    text): the condition of minmax_recompute's first pass, the values up to the end of lo's month (for a
+    stored MIN) or from the start of hi's month (for a stored MAX), and the test that a group's extremes
+    from that pass are exact (its MIN before the end of lo's month, its MAX from the start of hi's). With
+    the base laid out by the months of `arg` (`months`: those it holds, 'YYYY-MM') the pass reads only those
+    months. None: no such bound, or one that leaves none of the base's months out."""
+    has_min, has_max = bool(view.stored_of("min", arg.index)), bool(view.stored_of("max", arg.index))
+    kind = {"DATE": dt.date, "TIMESTAMP": dt.datetime}.get(arg.type.upper())
+    if kind is None:
+        return None
+
+    def month(text: str | None, after: bool) -> str | None:
+        try:
+            year, mon = int(text[:4]), int(text[5:7])
+        except (TypeError, ValueError):
+            return None
+        if after:
+            year, mon = (year + 1, 1) if mon == 12 else (year, mon + 1)
+        return None if year > 9999 else literal(kind(year, mon, 1))
+    upto = month(lo, True) if has_min else None
+    since = month(hi, False) if has_max else None
+    if (has_min and upto is None) or (has_max and since is None):
+        return None
+    left_out = [m for m in months if (not has_min or m > lo[:7]) and (not has_max or m < hi[:7])]
+    if not left_out:  # the first pass would read every month: one pass over them all instead
+        return None
+    cond = " OR ".join(c for c in (upto and f"({arg.sql}) < {upto}", since and f"({arg.sql}) >= {since}") if c)
+    exact = " AND ".join(c for c in (upto and f"{q(f'_x_min_{arg.index}')} < {upto}",
+                                     since and f"{q(f'_x_max_{arg.index}')} >= {since}") if c)
+    return cond, exact
+
+
+def resolved_groups(first: str, exact: str) -> str:
+    """The rows of the first pass (relation `first`) whose extremes it made exact."""
+    return f"SELECT * FROM {first} WHERE {exact}"
+
+
+def unresolved_groups(view: View, first: str, exact: str) -> str:
+    """The groups of __ns_lost_<view> whose extremes the first pass (relation `first`) did not make exact."""
+    cond = same_keys(view, q("l"), q("f"))
+    return (f"SELECT {q('l')}.* FROM {rel('lost', view.name)} AS {q('l')}\nWHERE NOT EXISTS (SELECT 1 FROM {first} "
+            f"AS {q('f')} WHERE {cond} AND {exact})")
 
 
 def lost_groups(view: View, weakly_minimal: bool = False, old: str | None = None) -> str:

@@ -329,7 +329,7 @@ def _preview(project, lake: Lake, batch: str) -> NightPlan:
                               f"(no {lake.night_path(batch)}); nothing to show")
     info = landed_info(lake, [t.name for t in plan.schema.base_tables], batch)
     stats = lake.statistics(plan.schema, state, info.change_rows())
-    return plan_night(plan, info, state.last, project.options, stats)
+    return plan_night(plan, info, state.last, project.options, stats, partitions=state.partitions)
 
 
 def _apply(args) -> int:

@@ -198,8 +198,10 @@ def _night_lines(night: NightPlan, view: str) -> list[str]:
              "weakly_minimal": "; exact MIN/MAX for groups a deleted extreme undercuts (4.3, weakly minimal)",
              "extreme_deleted": "; exact MIN/MAX for groups whose old extreme (lake copy) was deleted and not "
                                 "re-established (000 5's C_i)"}
+    months = "; read from the months of the deleted extremes first (the base is laid out by that date's months)" \
+        if step.by_month else ""
     return [f"  night {night.batch}: {step.mode} mode ({step.reason}); summary-delta from {where}{pre}, level "
-            f"{node.level}, part={step.part}{exact[step.exact_minmax]}"]
+            f"{node.level}, part={step.part}{exact[step.exact_minmax]}{months}"]
 
 
 def _options_text(options: Options) -> str:

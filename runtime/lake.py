@@ -236,6 +236,15 @@ class Lake:
         v = state.version(name)
         return 0 if v is None else delta_rows(self.table_path(name), v)
 
+    def months(self, name: str, state: LakeState) -> list[str]:
+        """The months ('YYYY-MM') a table laid out by month holds rows of at its version in `state`, in order,
+        from its Delta log's partition values (no Spark job; NULL's partition left out)."""
+        v = state.version(name)
+        if v is None:
+            return []
+        _, files = delta_snapshot(self.table_path(name), v)
+        return sorted({m for add in files.values() if (m := (add.get("partitionValues") or {}).get(PART))})
+
     def statistics(self, schema, state: LakeState, change_rows: dict[str, int],
                    change_distinct: dict | None = None) -> Statistics:
         """What the D-lattice's cost model (5.5) knows of a batch: the base tables' sizes (Parquet

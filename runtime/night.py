@@ -19,6 +19,7 @@ from lattice.dlattice import Statistics, choose, lattice_shape
 from lattice.graph import levels, topological_order
 from lattice.ir import Lattice, ModeChoice, Plan, View
 from lattice.passes.choose_modes import choose_modes
+from lattice.sql import qualified
 from runtime.options import Options
 
 NIGHT_VERSION = 4
@@ -78,6 +79,9 @@ class ViewStep:
     exact_minmax: str = ""
     level: int = 0  # the propagate --level that computes it
     nested: bool = False  # it reads another summary view (its change set: that view's updates)
+    # the MIN/MAX arguments (Argument.index) whose exact extremes read the months of the lost extremes first:
+    # each is the date column whose months lay the view's fact table out ([lake] partition_by)
+    by_month: tuple[int, ...] = ()
 
     @property
     def prefix(self) -> str:
@@ -175,9 +179,11 @@ def measures(info: BatchInfo, options: Options) -> bool:
 
 def plan_night(plan: Plan, info: BatchInfo, base_state: str | None, options: Options,
                stats: Statistics | None, shape: Lattice | None = None, measured: bool = False,
-               choose_mode: bool = True, base_versions: tuple[tuple[str, int], ...] = ()) -> NightPlan:
+               choose_mode: bool = True, base_versions: tuple[tuple[str, int], ...] = (),
+               partitions: dict[str, str] | None = None) -> NightPlan:
     """The night's plan for batch `info` over the base at `base_state` (see the module docstring).
-    choose_mode False: every incremental view by its summary-delta (materialize along the lattice)."""
+    choose_mode False: every incremental view by its summary-delta (materialize along the lattice).
+    partitions: table -> the date column whose months lay its lake base out (LakeState.partitions)."""
     shape = shape if shape is not None else lattice_shape(plan)
     tiers = levels(shape)
     level_of = {n: k for k, names in enumerate(tiers) for n in names}
@@ -190,7 +196,7 @@ def plan_night(plan: Plan, info: BatchInfo, base_state: str | None, options: Opt
     else:  # materialize along the lattice: the views over the base; nested ones after the views they read
         modes = {v.name: ModeChoice(v.name, "delta" if v.mode == "delta" else "recompute", "materialize")
                  for v in plan.incremental_views}
-    views = tuple(_view_step(i, v, info, options, modes.get(v.name), level_of, v.name in read)
+    views = tuple(_view_step(i, v, info, options, modes.get(v.name), level_of, v.name in read, partitions or {})
                   for i, v in enumerate(plan.lake_views))
     wanted = {s.view for s in views if s.mode != "recompute"}
     lattice = costed if options.lattice else None
@@ -262,7 +268,7 @@ def _direct_nodes(plan: Plan, options: Options, level_of: dict, wanted: set[str]
 
 
 def _view_step(part: int, view: View, info: BatchInfo, options: Options, choice: ModeChoice | None,
-               level_of: dict, copied: bool) -> ViewStep:
+               level_of: dict, copied: bool, partitions: dict[str, str]) -> ViewStep:
     if not view.incremental:
         return ViewStep(view.name, part, "recompute", view.reason, level=0)
     nested = view.over_views
@@ -276,4 +282,9 @@ def _view_step(part: int, view: View, info: BatchInfo, options: Options, choice:
         if options.weak_minimality and not dims_changed:
             exact = "extreme_deleted" if copied else "weakly_minimal"
     reason = view.reason if nested and choice.mode == "delta" else choice.reason
-    return ViewStep(view.name, part, choice.mode, reason, exact, level_of.get(view.name, 0), nested)
+    by_month = ()
+    column = next((c for t, c in partitions.items() if t.lower() == view.fact.lower()), None)
+    if exact and column is not None:  # an extreme of the very column the base's months are of
+        by_month = tuple(a.index for a in emit.minmax_arguments(view)
+                         if a.sql.lower() == qualified(view.fact, column).lower())
+    return ViewStep(view.name, part, choice.mode, reason, exact, level_of.get(view.name, 0), nested, by_month)

@@ -76,7 +76,7 @@ def _propagate(spark: SparkSession, plan: Plan, lake: Lake, batch: str, state: L
         raw.update(along_lattice(spark, plan, night, {n.node for n in night.nodes_of_level(k)}, known=raw))
         for step, view in zip(night.views, plan.lake_views):
             if step.level == k:
-                frame = _view_frame(spark, plan, view, step, night.changed, raw)
+                frame = _view_frame(spark, plan, view, step, night.changed, raw, lambda t: lake.months(t, state))
                 if view.name in copied and step.level < len(night.levels) - 1:
                     # a later level's copy update needs it before _write_together writes it: computed once,
                     # not twice (its exact MIN/MAX may scan the base), and kept without its lineage, so the
@@ -116,7 +116,8 @@ def _night(spark: SparkSession, plan: Plan, lake: Lake, info: BatchInfo, state: 
     measured = measures(info, options)
     if measured:
         stats = lake.statistics(plan.schema, state, info.change_rows(), _change_distincts(spark, plan, shape, lake, info))
-    night = plan_night(plan, info, state.last, options, stats, shape, measured, base_versions=state.recorded)
+    night = plan_night(plan, info, state.last, options, stats, shape, measured, base_versions=state.recorded,
+                       partitions=state.partitions)
     lake.write_night(night)
     return night
 
@@ -204,7 +205,7 @@ def _propagate_level(spark: SparkSession, plan: Plan, lake: Lake, night: NightPl
         if step.feeds_later_level:
             raw[step.node].write.mode("overwrite").parquet(str(lake.node_dir(batch, step.node)))
             raw[step.node] = spark.read.parquet(str(lake.node_dir(batch, step.node)))
-    frames = [(step, view, _view_frame(spark, plan, view, step, night.changed, raw))
+    frames = [(step, view, _view_frame(spark, plan, view, step, night.changed, raw, lambda t: lake.months(t, state)))
               for step, view in zip(night.views, plan.lake_views) if step.level == level]
     t1 = time.perf_counter()
     for step, _, _ in frames:
@@ -294,14 +295,16 @@ def along_lattice(spark: SparkSession, plan: Plan, night: NightPlan, compute: se
 
 
 def _view_frame(spark: SparkSession, plan: Plan, view: View, step: ViewStep, changed: frozenset[str],
-                raw: dict[str, DataFrame]) -> DataFrame:
-    """What tonight writes for a view: its summary-delta, or (recompute) its whole contents."""
+                raw: dict[str, DataFrame], months: Callable[[str], list[str]]) -> DataFrame:
+    """What tonight writes for a view: its summary-delta, or (recompute) its whole contents. months: the
+    months a base table laid out by month holds (Lake.months at the night's state)."""
     if step.mode == "recompute":
         return recompute_frame(spark, plan, view)
-    return _summary_delta(spark, view, step, changed, raw[view.name])
+    return _summary_delta(spark, view, step, changed, raw[view.name], months)
 
 
-def _summary_delta(spark: SparkSession, view: View, step: ViewStep, changed: frozenset[str], sd: DataFrame) -> DataFrame:
+def _summary_delta(spark: SparkSession, view: View, step: ViewStep, changed: frozenset[str], sd: DataFrame,
+                   months: Callable[[str], list[str]]) -> DataFrame:
     """The summary-delta of one view (Section 4.1; MIN/MAX of groups that lost rows made exact from
     the base, since a parent summary-delta does not know the groups it did not touch), with exactly
     the summary table's columns (a lattice-friendly point drops its hidden attributes here)."""
@@ -309,18 +312,47 @@ def _summary_delta(spark: SparkSession, view: View, step: ViewStep, changed: fro
         # lost groups and their exact extremes are few next to the base: broadcast them
         old = emit.rel("copy", view.name) if step.exact_minmax == "extreme_deleted" else None
         lost = spark.sql(to_dialect(emit.lost_groups(view, step.exact_minmax != "lost", old), "spark"))
+        if step.by_month:  # read by several queries (_extremes_by_month): computed once, with the summary-delta under it
+            lost = lost.localCheckpoint().toDF(*lost.columns)  # new column identities: the night joins it to sd
         none_lost = lost.isEmpty()  # looked at first: a night where no group lost its extreme reads no rows for it
         F.broadcast(lost).createOrReplaceTempView(emit.rel("lost", view.name))
         for arg in emit.minmax_arguments(view):
-            exact = spark.sql(to_dialect(emit.minmax_recompute(view, arg, changed), "spark"))
-            if none_lost:
-                exact = exact.limit(0)  # Spark's optimizer drops the whole scan under LIMIT 0
+            if none_lost:  # Spark's optimizer drops the whole scan under LIMIT 0
+                exact = spark.sql(to_dialect(emit.minmax_recompute(view, arg, changed), "spark")).limit(0)
+            elif arg.index in step.by_month:
+                exact = _extremes_by_month(spark, view, arg, changed, months(view.fact))
+            else:
+                exact = spark.sql(to_dialect(emit.minmax_recompute(view, arg, changed), "spark"))
             F.broadcast(exact).createOrReplaceTempView(emit.rel("exact", f"{view.name}_{arg.index}"))
         sd = spark.sql(to_dialect(emit.with_exact_minmax(view), "spark"))
     if view.has_holistic:  # every changed group's holistic values, from its auxiliary view's rows after the batch
         sd = with_holistic_values(spark, view, sd)
     columns = [k.name for k in view.keys] + [s.column for s in view.stored] + [emit.LOST]
     return sd.select(*[F.col(ident(c, "spark")) for c in columns])
+
+
+def _extremes_by_month(spark: SparkSession, view: View, arg, changed: frozenset[str], months: list[str]) -> DataFrame:
+    """The exact MIN/MAX of `arg` (the date column the base's months are of) for the lost groups, reading
+    the months where the lost extremes were first: a group whose MIN lay in a month keeps, almost always,
+    another value in that month, and the first pass reads every row up to that month's end, so the smallest
+    value it finds is exact. Only the groups it leaves unresolved (none left in those months) are read again
+    over every month."""
+    bounds = spark.sql(to_dialect(emit.deleted_extremes(view, arg), "spark")).collect()[0]
+    window = emit.extremes_within(view, arg, bounds["lo"], bounds["hi"], months)
+    if window is None:  # no deleted value marks where the extremes were, or the first pass would read every month
+        return spark.sql(to_dialect(emit.minmax_recompute(view, arg, changed), "spark"))
+    within, exact = window
+    first = spark.sql(to_dialect(emit.minmax_recompute(view, arg, changed, within), "spark")).localCheckpoint()
+    name = emit.rel("first", f"{view.name}_{arg.index}")
+    first.createOrReplaceTempView(name)
+    resolved = spark.sql(to_dialect(emit.resolved_groups(name, exact), "spark"))
+    rest = spark.sql(to_dialect(emit.unresolved_groups(view, name, exact), "spark"))
+    if rest.isEmpty():
+        return resolved
+    rest_name = emit.rel("rest", f"{view.name}_{arg.index}")
+    F.broadcast(rest).createOrReplaceTempView(rest_name)
+    again = spark.sql(to_dialect(emit.minmax_recompute(view, arg, changed, lost=rest_name), "spark"))
+    return resolved.unionByName(again)
 
 
 def _write_together(frames: list[tuple[ViewStep, View, DataFrame]], out: Path, replace_all: bool = True) -> None:
