@@ -257,20 +257,27 @@ def minmax_recompute(view: View, arg: Argument, changed: frozenset[str], within:
     )
 
 
+def deleted_per_group(view: View, args: tuple[Argument, ...]) -> str:
+    """Per group of the view's deleted rows (the fact's deleted rows joined to the dimensions after the batch):
+    the smallest and largest deleted value of each argument, as _d_min_<i> and _d_max_<i>."""
+    src = {view.fact: rel("del", view.fact), **{d: rel("new", d) for d in view.dimensions}}
+    dcols = [f"CAST({k.sql} AS {k.type}) AS {q(k.name)}" for k in view.keys]
+    dcols += [f"MIN({a.sql}) AS {q(f'_d_min_{a.index}')}, MAX({a.sql}) AS {q(f'_d_max_{a.index}')}" for a in args]
+    where = f"\nWHERE {view.where}" if view.where else ""
+    group = f"\nGROUP BY {', '.join(k.sql for k in view.keys)}" if view.keys else ""
+    return f"SELECT {', '.join(dcols)}\nFROM {_join_clause(view, src)}{where}{group}"
+
+
 def deleted_extremes(view: View, arg: Argument) -> str:
     """One row: among the groups in __ns_lost_<view>, the largest of each group's smallest deleted value of
     `arg` (lo) and the smallest of each group's largest (hi), as text; NULL when no deleted fact row reaches
     those groups. A group that lost its MIN lost it at its smallest deleted value (its MAX at its largest):
     its new extreme most likely lies near there (extremes_within)."""
-    src = {view.fact: rel("del", view.fact), **{d: rel("new", d) for d in view.dimensions}}
-    keys = [f"CAST({k.sql} AS {k.type}) AS {q(k.name)}" for k in view.keys]
-    where = f"\nWHERE {view.where}" if view.where else ""
-    group = f"\nGROUP BY {', '.join(k.sql for k in view.keys)}" if view.keys else ""
-    per_group = (f"SELECT {''.join(k + ', ' for k in keys)}MIN({arg.sql}) AS {q('_lo')}, MAX({arg.sql}) AS {q('_hi')}"
-                 f"\nFROM {_join_clause(view, src)}{where}{group}")
-    return (f"SELECT CAST(MAX({q('d')}.{q('_lo')}) AS VARCHAR) AS {q('lo')}, "
-            f"CAST(MIN({q('d')}.{q('_hi')}) AS VARCHAR) AS {q('hi')}\nFROM (\n{per_group}\n) AS {q('d')}\n"
-            f"JOIN {rel('lost', view.name)} AS {q('l')} ON {same_keys(view, q('d'), q('l'))}")
+    d = q("d")
+    return (f"SELECT CAST(MAX({d}.{q(f'_d_min_{arg.index}')}) AS VARCHAR) AS {q('lo')}, "
+            f"CAST(MIN({d}.{q(f'_d_max_{arg.index}')}) AS VARCHAR) AS {q('hi')}\n"
+            f"FROM (\n{deleted_per_group(view, (arg,))}\n) AS {d}\n"
+            f"JOIN {rel('lost', view.name)} AS {q('l')} ON {same_keys(view, d, q('l'))}")
 
 
 def extremes_within(view: View, arg: Argument, lo: str | None, hi: str | None,
@@ -337,13 +344,7 @@ def lost_groups(view: View, weakly_minimal: bool = False, old: str | None = None
     sd = rel("sd", view.name)
     if not weakly_minimal:
         return f"SELECT DISTINCT {keys}, 1 AS {q('_ns_l')} FROM {sd} WHERE {q(LOST)} = 1"
-    src = {view.fact: rel("del", view.fact), **{d: rel("new", d) for d in view.dimensions}}
-    args = minmax_arguments(view)
-    dcols = [f"CAST({k.sql} AS {k.type}) AS {q(k.name)}" for k in view.keys]
-    dcols += [f"MIN({a.sql}) AS {q(f'_d_min_{a.index}')}, MAX({a.sql}) AS {q(f'_d_max_{a.index}')}" for a in args]
-    where = f"\nWHERE {view.where}" if view.where else ""
-    group = f"\nGROUP BY {', '.join(k.sql for k in view.keys)}" if view.keys else ""
-    deleted = f"SELECT {', '.join(dcols)}\nFROM {_join_clause(view, src)}{where}{group}"
+    deleted = deleted_per_group(view, minmax_arguments(view))
     tests = []
     for s in view.stored:
         if s.kind in ("min", "max"):

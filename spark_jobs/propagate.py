@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 
 from lattice import emit
 from lattice.dlattice import lattice_shape
-from lattice.ir import ColumnRef, Plan, View
+from lattice.ir import Argument, ColumnRef, Plan, View
 from lattice.sql import ident, to_dialect
 from runtime.errors import BatchOrderError, ConfigError
 from runtime.faults import checkpoint
@@ -317,12 +317,13 @@ def _summary_delta(spark: SparkSession, view: View, step: ViewStep, changed: fro
         none_lost = lost.isEmpty()  # looked at first: a night where no group lost its extreme reads no rows for it
         F.broadcast(lost).createOrReplaceTempView(emit.rel("lost", view.name))
         for arg in emit.minmax_arguments(view):
-            if none_lost:  # Spark's optimizer drops the whole scan under LIMIT 0
-                exact = spark.sql(to_dialect(emit.minmax_recompute(view, arg, changed), "spark")).limit(0)
-            elif arg.index in step.by_month:
+            exact = None
+            if arg.index in step.by_month and not none_lost:
                 exact = _extremes_by_month(spark, view, arg, changed, months(view.fact))
-            else:
+            if exact is None:
                 exact = spark.sql(to_dialect(emit.minmax_recompute(view, arg, changed), "spark"))
+            if none_lost:
+                exact = exact.limit(0)  # Spark's optimizer drops the whole scan under LIMIT 0
             F.broadcast(exact).createOrReplaceTempView(emit.rel("exact", f"{view.name}_{arg.index}"))
         sd = spark.sql(to_dialect(emit.with_exact_minmax(view), "spark"))
     if view.has_holistic:  # every changed group's holistic values, from its auxiliary view's rows after the batch
@@ -331,16 +332,18 @@ def _summary_delta(spark: SparkSession, view: View, step: ViewStep, changed: fro
     return sd.select(*[F.col(ident(c, "spark")) for c in columns])
 
 
-def _extremes_by_month(spark: SparkSession, view: View, arg, changed: frozenset[str], months: list[str]) -> DataFrame:
+def _extremes_by_month(spark: SparkSession, view: View, arg: Argument, changed: frozenset[str],
+                       months: list[str]) -> DataFrame | None:
     """The exact MIN/MAX of `arg` (the date column the base's months are of) for the lost groups, reading
     the months where the lost extremes were first: a group whose MIN lay in a month keeps, almost always,
     another value in that month, and the first pass reads every row up to that month's end, so the smallest
     value it finds is exact. Only the groups it leaves unresolved (none left in those months) are read again
-    over every month."""
+    over every month. None: no deleted value marks where the extremes were, or the first pass would read
+    every month (the caller reads them all once)."""
     bounds = spark.sql(to_dialect(emit.deleted_extremes(view, arg), "spark")).collect()[0]
     window = emit.extremes_within(view, arg, bounds["lo"], bounds["hi"], months)
-    if window is None:  # no deleted value marks where the extremes were, or the first pass would read every month
-        return spark.sql(to_dialect(emit.minmax_recompute(view, arg, changed), "spark"))
+    if window is None:
+        return None
     within, exact = window
     first = spark.sql(to_dialect(emit.minmax_recompute(view, arg, changed, within), "spark")).localCheckpoint()
     name = emit.rel("first", f"{view.name}_{arg.index}")
