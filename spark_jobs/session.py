@@ -43,6 +43,10 @@ _DEFAULTS = {
 # The settings that decide what a query returns, not how fast it runs: a Spark Connect session sets them itself,
 # whatever server it reaches (the server's own settings decide the rest)
 _SEMANTICS = ("spark.sql.session.timeZone", "spark.sql.sources.partitionOverwriteMode", "spark.sql.legacy.parquet.nanosAsLong")
+# A Spark Connect session keeps the plans it resolved, a folder's file listing among them, for as long as it lives:
+# the next command taking it over would read the files a folder held when the last command read it (a rewritten
+# folder: files that no longer exist, or stale rows). A session of nightshift's resolves what it reads anew.
+_PLAN_CACHE = "spark.connect.session.planCache.enabled"
 _CONNECTED: dict[str, SparkSession] = {}  # this process's Spark Connect session, by URL
 _HELD: list = []  # the session slots this process holds (their locks end with it)
 _SLOTS = 32
@@ -116,6 +120,7 @@ def connect_session(url: str) -> SparkSession:
         spark = _open(url, slot)
         for key in _SEMANTICS:
             spark.conf.set(key, _DEFAULTS[key])
+        spark.conf.set(_PLAN_CACHE, "false")
     except PySparkException as e:
         raise ConfigError(f"{refused} ({_first_line(e)}); {advice}") from None
     if "NIGHTSHIFT_SHUFFLE_PARTITIONS" in os.environ:
@@ -234,6 +239,7 @@ def server_conf() -> dict[str, str]:
     # the compiled code of a night's queries (a few hundred classes) stays for the next night's commands, which
     # take over the session it was compiled in (connect_session); Spark's default keeps 100
     conf["spark.sql.codegen.cache.maxEntries"] = "1000"
+    conf[_PLAN_CACHE] = "false"
     conf["spark.ui.enabled"] = "true" if os.environ.get("NIGHTSHIFT_SPARK_UI", "0") == "1" else "false"
     if os.environ.get("NIGHTSHIFT_VERBOSE") != "1":
         conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile={QUIET_LOG4J.as_uri()}"

@@ -163,6 +163,34 @@ def test_the_next_command_takes_over_the_last_ones_session_clean(server, tmp_pat
 
 
 @slow
+def test_a_folder_rewritten_between_two_commands_is_read_anew(server, tmp_path):
+    """The next command takes over the last one's session, which had read a folder: when the folder was
+    rewritten in between (a night rerun on a fresh copy of its project, a check's output written again), the
+    command reads the files it holds now, not the ones the session saw."""
+    folder = tmp_path / "matched"
+    script = textwrap.dedent(f"""
+        import shutil, sys
+        sys.path.insert(0, {str(ROOT)!r})
+        import pyarrow as pa, pyarrow.parquet as pq
+        from spark_jobs.session import get_spark
+        spark = get_spark(remote={server['url']!r})
+        shutil.rmtree({str(folder)!r}, ignore_errors=True)
+        n = int(sys.argv[1])
+        spark.range(n).write.parquet({str(folder)!r})
+        print("rows", spark.read.parquet({str(folder)!r}).count(), flush=True)
+    """)
+    path = tmp_path / "command.py"
+    path.write_text(script)
+    seen = []
+    for n in (3, 5):
+        r = subprocess.run([sys.executable, str(path), str(n)], capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert r.returncode == 0, r.stderr[-3000:]
+        seen.append(r.stdout.split()[-1])
+    assert seen == ["3", "5"]
+
+
+@slow
 def test_a_remote_that_does_not_answer_or_is_no_url_is_refused(tmp_path):
     project = tmp_path / "p"
     batches = init_project(project, "retail", rows=200, nights=0)
