@@ -41,6 +41,9 @@ def plan_text(plan: Plan, options: Options, night: NightPlan | None = None) -> s
     if night is not None:
         head += (f"\nnight {night.batch}: base at {night.base_state or '(empty)'}; {night.info.describe()}; "
                  f"statistics {night.statistics}; options: {_options_text(night.options)}")
+        if night.unreached:
+            head += (f"\n  {', '.join(night.unreached)}: rows added under new keys only, which no row before the batch "
+                     f"references: views meet them through tonight's inserted rows, without reading their fact table")
     lines = [head]
     new_keys = {n.lower() for n in (night.options if night else options).new_keys}
     auxiliary = {a.name for a in plan.auxiliary}

@@ -12,7 +12,7 @@ the manifest (runtime.manifest) is it serialized, next to what each step measure
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from lattice import emit
 from lattice.dlattice import Statistics, choose, lattice_shape
@@ -126,6 +126,7 @@ class NightPlan:
     shared: tuple[SharedScan, ...] = ()  # the base tables read once for every view recomputed tonight
     # the Delta version of every lake table (base tables, copies) the night reads: the lake's state when planned
     base_versions: tuple[tuple[str, int], ...] = ()
+    unreached: tuple[str, ...] = ()  # the dimensions the batch changed that no view's summary-delta joins as changed
 
     @property
     def recomputed(self) -> tuple[str, ...]:
@@ -143,9 +144,10 @@ class NightPlan:
 
     @property
     def changed(self) -> frozenset[str]:
-        """The tables tonight changes: the batch's base tables, and every view the lake copies (its
-        change set, the updates of its groups, is registered whether or not any group changed)."""
-        return self.info.changed | {c.view for c in self.copies}
+        """The tables whose changes tonight's summary-deltas join: the batch's base tables but the dimensions it
+        only added new keys to (unreached), and every view the lake copies (its change set, the updates of its
+        groups, is registered whether or not any group changed)."""
+        return (self.info.changed - set(self.unreached)) | {c.view for c in self.copies}
 
     @property
     def insert_only(self) -> frozenset[str]:
@@ -171,6 +173,27 @@ def statistics_wanted(plan: Plan, shape: Lattice) -> dict[str, list[tuple[tuple[
     return {f: sorted(c) for f, c in sorted(combos.items())}
 
 
+def unreached(plan: Plan, info: BatchInfo) -> frozenset[str]:
+    """The dimensions the batch changed whose change reaches no row of the fact tables before it: it only adds
+    rows to the dimension (no row deleted), each under a key the table does not hold (the batch's primary key
+    check refuses any other), and every foreign key to it names its primary key. The base before the batch keeps
+    every foreign key whole (the checks refuse a reference to a missing row), so no row of it references an added
+    row: the term F ⋈ ΔD of a view joining the dimension (4.1.4) is empty, and the added rows meet the night's
+    inserted fact rows in the term ΔF ⋈ D', which joins the dimension after the batch. A table some view keeps
+    as its fact is never one (its inserted rows are that view's changes)."""
+    facts = {t.lower() for t in plan.fact_tables}
+    out = set()
+    for table in plan.schema.base_tables:
+        name = table.name
+        if name not in info.changed or info.deleted.get(name, 0) or name.lower() in facts or not table.primary_key:
+            continue
+        key = {c.lower() for c in table.primary_key}
+        refs = [fk for t in plan.schema.base_tables for fk in t.foreign_keys if fk.ref_table.lower() == name.lower()]
+        if all(key <= {c.lower() for c in fk.ref_columns} for fk in refs):
+            out.add(name)
+    return frozenset(out)
+
+
 def measures(info: BatchInfo, options: Options) -> bool:
     """Summary-delta sizes are measured only for large batches: for a small one every parent is cheap
     and the counting pass would cost more than it saves."""
@@ -187,6 +210,8 @@ def plan_night(plan: Plan, info: BatchInfo, base_state: str | None, options: Opt
     shape = shape if shape is not None else lattice_shape(plan)
     tiers = levels(shape)
     level_of = {n: k for k, names in enumerate(tiers) for n in names}
+    quiet = unreached(plan, info)
+    stats = replace(stats or Statistics(), unreached=tuple(sorted(quiet)))
     costed = choose(shape, plan, stats)
     read = {v.name for v in plan.copied_views}
     if choose_mode:
@@ -196,17 +221,18 @@ def plan_night(plan: Plan, info: BatchInfo, base_state: str | None, options: Opt
     else:  # materialize along the lattice: the views over the base; nested ones after the views they read
         modes = {v.name: ModeChoice(v.name, "delta" if v.mode == "delta" else "recompute", "materialize")
                  for v in plan.incremental_views}
-    views = tuple(_view_step(i, v, info, options, modes.get(v.name), level_of, v.name in read, partitions or {})
+    reaching = {t.lower() for t in info.changed - quiet}
+    views = tuple(_view_step(i, v, reaching, info, options, modes.get(v.name), level_of, v.name in read, partitions or {})
                   for i, v in enumerate(plan.lake_views))
     wanted = {s.view for s in views if s.mode != "recompute"}
     lattice = costed if options.lattice else None
-    nodes = _nodes(plan, lattice, info, options, level_of, wanted) if lattice else _direct_nodes(plan, options, level_of, wanted)
+    nodes = _nodes(plan, lattice, info, reaching, options, level_of, wanted) if lattice else _direct_nodes(plan, options, level_of, wanted)
     copies = tuple(CopyStep(v.name, level_of.get(v.name, 0) + 1) for v in plan.copied_views)
     return NightPlan(
         version=NIGHT_VERSION, batch=info.batch, plan=plan.fingerprint, base_state=base_state, info=info,
         options=options, statistics=("measured" if measured else "sizes") if lattice else "off",
         nodes=nodes, views=views, levels=tiers, lattice=lattice, copies=copies, shared=shared_scans(plan, views),
-        base_versions=base_versions,
+        base_versions=base_versions, unreached=tuple(sorted(quiet)),
     )
 
 
@@ -226,12 +252,11 @@ def shared_scans(plan: Plan, views: tuple[ViewStep, ...]) -> tuple[SharedScan, .
                  for t in plan.schema.base_tables if reads.get(t.name, 0) >= 2)
 
 
-def _nodes(plan: Plan, lattice: Lattice, info: BatchInfo, options: Options, level_of: dict,
+def _nodes(plan: Plan, lattice: Lattice, info: BatchInfo, changed: set[str], options: Options, level_of: dict,
            wanted: set[str]) -> tuple[NodeStep, ...]:
     """The lattice points on the chain of chosen parents of every view kept by its summary-delta
     tonight, parents first."""
     parent = {p.node: p.parent for p in lattice.parents}
-    changed = {t.lower() for t in info.changed}
     for p in lattice.parents:  # choose_parents never picks an edge joining a changed dimension
         if lattice.node(p.parent).kind != "changes" and any(t.lower() in changed for t in p.requires_unchanged):
             raise AssertionError(f"{p.node}: parent {p.parent} joins a dimension changed in batch {info.batch}")
@@ -267,14 +292,14 @@ def _direct_nodes(plan: Plan, options: Options, level_of: dict, wanted: set[str]
     return tuple(out)
 
 
-def _view_step(part: int, view: View, info: BatchInfo, options: Options, choice: ModeChoice | None,
+def _view_step(part: int, view: View, changed: set[str], info: BatchInfo, options: Options, choice: ModeChoice | None,
                level_of: dict, copied: bool, partitions: dict[str, str]) -> ViewStep:
     if not view.incremental:
         return ViewStep(view.name, part, "recompute", view.reason, level=0)
     nested = view.over_views
     exact = ""
     if choice.mode == "delta" and view.has_min_max and (info.has_deletes or nested):  # an update deletes the old row
-        dims_changed = any(d.lower() in {t.lower() for t in info.changed} for d in view.dimensions)
+        dims_changed = any(d.lower() in changed for d in view.dimensions)
         # a nested view's change set is weakly minimal by construction: its deleted rows are the old served
         # rows of the inner groups that changed, read from the inner view's copy, so a sub-bag of the rows
         # before the batch (000 §5's C_i: only a deleted extreme not re-established is recomputed)

@@ -16,7 +16,7 @@ import threading
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from harness import FIGURE_1, Model, make_project, write_changes
+from harness import FIGURE_1, Model, check_served, make_project, write_changes
 from lattice.dlattice import lattice_shape
 from lattice.emit import rel
 from lattice.graph import levels
@@ -88,6 +88,29 @@ def test_an_insert_only_night_reads_no_base_fact_row(tmp_path, spark, quiet):
     assert by_levels.read("base", "pos").rows == 0
     assert _whole_reads(by_levels, "changes", "pos", len(inserts)) >= len(tiers)  # each level checks the batch
     assert by_levels.rows_read == add_rows_read(r.rows_read for r in records)
+    cycle.close()
+
+
+def test_new_dimension_rows_are_met_by_the_nights_sales_without_reading_the_base(tmp_path, spark, quiet):
+    """A night adding a store and an item under new keys (and sales of them, and of old ones): no sale before
+    it can reference them, so no view reads pos's base for them; a night changing a store's city does, and
+    the items it adds still do not. Every view equals its recomputation from the model after each night."""
+    cycle, model = _cycle(tmp_path, spark, quiet)
+    added = {"stores": [("insert", (4, "city0", "region0"))], "items": [("insert", (4, "cat9", 2.5))],
+             "pos": [("insert", r) for r in [(4, 4, DAY, 2, None), (4, 1, DAY, 3, None), (1, 4, None, 1, None),
+                                              (2, 2, DAY + dt.timedelta(days=1), 5, None)]]}
+    manifest = _night(cycle, model, "b1", added)
+    assert manifest.night.unreached == ("items", "stores")
+    assert manifest.read("base", "pos") == RowsRead("base", "pos", 0, 0), manifest.rows_read
+    assert "stores: rows added under new keys only" in render.plan_text(cycle.plan, cycle.project.options, manifest.night)
+    check_served(cycle, model, FIGURE_1, "b1")
+
+    moved = {"stores": [("delete", (1, "city1", "region1")), ("insert", (1, "city0", "region0"))],
+             "items": [("insert", (5, "cat0", 1.0))], "pos": [("insert", (1, 5, DAY, 4, None))]}
+    manifest = _night(cycle, model, "b2", moved)
+    assert manifest.night.unreached == ("items",)
+    assert manifest.read("base", "pos").rows >= len(model.tables["pos"]) - 1  # the moved store's old sales
+    check_served(cycle, model, FIGURE_1, "b2")
     cycle.close()
 
 

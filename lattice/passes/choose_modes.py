@@ -64,8 +64,7 @@ def _measured(view: View, est: _Estimator, deletes: bool) -> str:
     parts = []
     if deletes and view.has_min_max:
         parts.append("exact MIN/MAX of the groups that lost rows reads the base anyway")
-    dims = [(t, est.change_rows(t)) for t in view.dimensions]
-    changed_dims = [f"{n:,} {t} row(s)" for t, (n, _) in dims if n]
+    changed_dims = [f"{est.change_rows(t)[0]:,} {t} row(s)" for t in view.dimensions if est.reaches(t)]
     if changed_dims:
         parts.append(f"a dimension changed: {', '.join(changed_dims)}")
     (rows, basis), (changed, _) = est.table_rows(view.fact), est.change_rows(view.fact)

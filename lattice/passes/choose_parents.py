@@ -54,6 +54,9 @@ class Statistics:
     change_rows: tuple[tuple[str, int], ...] = ()
     distinct: tuple[tuple[frozenset[ColumnRef], int], ...] = ()
     change_distinct: tuple[tuple[frozenset[ColumnRef], int], ...] = ()
+    # dimensions the batch changed whose changes reach no view (runtime.night.unreached: rows added under new
+    # keys, which no fact row before the batch references): their F ⋈ ΔD term is empty
+    unreached: tuple[str, ...] = ()
 
     @staticmethod
     def of(
@@ -116,7 +119,11 @@ class _Estimator:
         return max(1, round(self.table_rows(table)[0] * DEFAULT_CHANGE_FRACTION)), "default"
 
     def changed_dimensions(self, node: LatticeNode) -> list[str]:
-        return [t for t in node.tables[1:] if self.change_rows(t)[0] > 0]
+        return [t for t in node.tables[1:] if self.reaches(t)]
+
+    def reaches(self, dimension: str) -> bool:
+        """The batch changed `dimension` in a way that reaches the rows of the fact before the batch."""
+        return self.change_rows(dimension)[0] > 0 and dimension.lower() not in {t.lower() for t in self.stats.unreached}
 
     def input_rows(self, node: LatticeNode) -> int:
         """Rows of the node's prepare-changes: fact changes, plus fact rows meeting changed dimension rows."""
@@ -258,7 +265,7 @@ def _candidate(e: Edge, upper: LatticeNode, node: LatticeNode, est: _Estimator, 
         for t in est.changed_dimensions(node):  # 4.1.4: F ⋈ ΔD reads the old fact table
             join_rows += est.table_rows(node.fact)[0] + est.change_rows(t)[0]
         return Candidate(e.upper, estimates[e.upper].rows, join_rows)
-    changed = [t for t in e.join_labels if est.change_rows(t)[0] > 0]
+    changed = [t for t in e.join_labels if est.reaches(t)]
     if changed:
         reason = f"{', '.join(changed)} changed in this batch and {e.upper} does not join it: its summary-delta misses the change"
         return Candidate(e.upper, estimates[e.upper].rows, join_rows, valid=False, reason=reason)
