@@ -69,11 +69,13 @@ def _propagate(spark: SparkSession, plan: Plan, lake: Lake, batch: str, state: L
     for k in range(len(night.levels)):  # in level order: a nested view's change set needs its inner view's delta
         t_copies = time.perf_counter()
         updated = _copies(spark, plan, lake, night, state, k, lambda v: final[v])
-        if updated:  # computes the summary-deltas of the lower levels these copies follow
-            progress(f"propagate {batch}: level {k}: lake copies of {', '.join(updated)} updated (with the summary-deltas "
-                     f"they follow) in {time.perf_counter() - t_copies:.1f}s")
+        if updated:  # from the summary-deltas of the lower levels these copies follow, computed there
+            progress(f"propagate {batch}: level {k}: lake copies of {', '.join(updated)} updated in "
+                     f"{time.perf_counter() - t_copies:.1f}s")
+        t_level = time.perf_counter()
         _old_extremes(spark, plan, lake, night, state, k)
         raw.update(along_lattice(spark, plan, night, {n.node for n in night.nodes_of_level(k)}, known=raw))
+        kept = []
         for step, view in zip(night.views, plan.lake_views):
             if step.level == k:
                 frame = _view_frame(spark, plan, view, step, night.changed, raw, lambda t: lake.months(t, state))
@@ -83,8 +85,12 @@ def _propagate(spark: SparkSession, plan: Plan, lake: Lake, batch: str, state: L
                     # queries over it (the copy's change set, the views of the next level) plan over a
                     # small plan instead of the whole lattice again
                     frame = frame.localCheckpoint()
+                    kept.append(view.name)
                 frames.append((step, view, frame))
                 final[view.name] = frame
+        if kept:  # computed now, where the rest of the night's summary-deltas are computed as they are written
+            progress(f"propagate {batch}: level {k}: summary-deltas of {', '.join(kept)} computed (their lake copies "
+                     f"follow them at the next level) in {time.perf_counter() - t_level:.1f}s")
     frames.sort(key=lambda f: f[0].part)
     out = lake.delta_root(batch)
     t1 = time.perf_counter()
