@@ -225,6 +225,7 @@ class Cycle:
             )
         return RefreshHints(
             insert_only=manifest.night.insert_only,
+            deletes=manifest.night.info.has_deletes,
             new_keys=frozenset(names[n.lower()] for n in self.options.new_keys),
             optimize=self.options.refresh_optimize,
         )

@@ -73,6 +73,7 @@ class RefreshHints:
     """
 
     insert_only: frozenset[str] = frozenset()  # views whose summary-delta deletes nothing tonight
+    deletes: bool = True  # the batch deletes rows (else only a view over another view's rows may delete tonight)
     new_keys: frozenset[str] = frozenset()
     optimize: bool = True
 
@@ -411,6 +412,8 @@ class Warehouse:
             return "new_keys", "insert-only night: tried as new keys first (the unique index checks every insert)", positive
         if insert_only:
             return "insert_only", "the batch deletes no rows", positive
+        if not hints.deletes:  # a view over another view's rows: each changed group of those is a delete and an insert
+            return "merge", "it is kept over another view's rows, whose changed groups replace their old rows", positive
         return "merge", "the batch deletes rows", positive
 
     def _violated(self, view: View, batch: str, what: str) -> WarehouseError:

@@ -69,7 +69,8 @@ def _measured(view: View, est: _Estimator, deletes: bool) -> str:
         parts.append(f"a dimension changed: {', '.join(changed_dims)}")
     (rows, basis), (changed, _) = est.table_rows(view.fact), est.change_rows(view.fact)
     sized = " (estimated)" if basis == "default" else ""
-    parts.append(f"{changed:,} change row(s) of {view.fact} against {rows:,}{sized} in its base")
+    fact = "its auxiliary view" if any(a.name == view.fact for a in est.plan.auxiliary) else view.fact
+    parts.append(f"{changed:,} change row(s) of {fact} against {rows:,}{sized} in its base")
     return "; ".join(parts)
 
 
