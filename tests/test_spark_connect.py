@@ -171,7 +171,6 @@ def test_a_folder_rewritten_between_two_commands_is_read_anew(server, tmp_path):
     script = textwrap.dedent(f"""
         import shutil, sys
         sys.path.insert(0, {str(ROOT)!r})
-        import pyarrow as pa, pyarrow.parquet as pq
         from spark_jobs.session import get_spark
         spark = get_spark(remote={server['url']!r})
         shutil.rmtree({str(folder)!r}, ignore_errors=True)
