@@ -200,7 +200,9 @@ def _night_lines(night: NightPlan, view: str) -> list[str]:
     exact = {"": "", "lost": "; exact MIN/MAX for every group that lost rows",
              "weakly_minimal": "; exact MIN/MAX for groups a deleted extreme undercuts (4.3, weakly minimal)",
              "extreme_deleted": "; exact MIN/MAX for groups whose old extreme (lake copy) was deleted and not "
-                                "re-established (000 5's C_i)"}
+                                "re-established (000 5's C_i)",
+             "monotone": "; no exact MIN/MAX: tonight deletes nothing and changes no dimension it joins, so its "
+                         "inner view's extremes only move outward and none is lost (000 5's C_i never holds)"}
     months = "; read from the months of the deleted extremes first (the base is laid out by that date's months)" \
         if step.by_month else ""
     return [f"  night {night.batch}: {step.mode} mode ({step.reason}); summary-delta from {where}{pre}, level "

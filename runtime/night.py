@@ -75,7 +75,8 @@ class ViewStep:
     mode: str = "delta"  # 'delta': its summary-delta (paper 001); 'recompute': its whole contents, replaced
     reason: str = "COUNT/SUM/AVG/MIN/MAX over the fact table and its foreign-key dimensions (paper 001)"
     # '' none | 'lost' every group that lost rows | 'weakly_minimal' 4.3's tighter test | 'extreme_deleted'
-    # 000 5's C_i: the groups whose old extreme (from the view's lake copy) went and was not re-established
+    # 000 5's C_i: the groups whose old extreme (from the view's lake copy) went and was not re-established |
+    # 'monotone' a nested view whose inner extremes only moved outward tonight (_monotone): no group to recompute
     exact_minmax: str = ""
     level: int = 0  # the propagate --level that computes it
     nested: bool = False  # it reads another summary view (its change set: that view's updates)
@@ -95,7 +96,7 @@ class CopyStep:
 
     view: str
     level: int  # the level whose points read that change set (the one after the view's own; a view of
-    # the last level: after it, before the manifest)
+    # the last level, or one no view reads: after the last level, from its summary-delta as written)
 
 
 @dataclass(frozen=True)
@@ -222,12 +223,15 @@ def plan_night(plan: Plan, info: BatchInfo, base_state: str | None, options: Opt
         modes = {v.name: ModeChoice(v.name, "delta" if v.mode == "delta" else "recompute", "materialize")
                  for v in plan.incremental_views}
     reaching = {t.lower() for t in info.changed - quiet}
-    views = tuple(_view_step(i, v, reaching, info, options, modes.get(v.name), level_of, v.name in read, partitions or {})
+    views = tuple(_view_step(i, v, reaching, info, options, modes.get(v.name), level_of, v.name in read, partitions or {}, plan)
                   for i, v in enumerate(plan.lake_views))
     wanted = {s.view for s in views if s.mode != "recompute"}
     lattice = costed if options.lattice else None
     nodes = _nodes(plan, lattice, info, reaching, options, level_of, wanted) if lattice else _direct_nodes(plan, options, level_of, wanted)
-    copies = tuple(CopyStep(v.name, level_of.get(v.name, 0) + 1) for v in plan.copied_views)
+    # a copy no view reads tonight (kept for its view's own old extremes) follows its summary-delta as written
+    read_by = {r.lower() for v in plan.lake_views if v.over_views for r in v.reads}
+    copies = tuple(CopyStep(v.name, level_of.get(v.name, 0) + 1 if v.name.lower() in read_by else len(tiers))
+                   for v in plan.copied_views)
     return NightPlan(
         version=NIGHT_VERSION, batch=info.batch, plan=plan.fingerprint, base_state=base_state, info=info,
         options=options, statistics=("measured" if measured else "sizes") if lattice else "off",
@@ -292,8 +296,34 @@ def _direct_nodes(plan: Plan, options: Options, level_of: dict, wanted: set[str]
     return tuple(out)
 
 
+def _monotone(plan: Plan, view: View, changed: set[str], info: BatchInfo) -> bool:
+    """A nested view whose MIN/MAX need no group recomputed tonight (000 5's C_i never holds): the night
+    deletes no row, and neither the view nor the view it reads (kept over a base table, no HAVING) joins a
+    changed dimension, so each inner group only gains rows and stays in its outer group: an inner MIN only
+    falls and an inner MAX only rises (an update deletes the old value and inserts one at least as extreme),
+    and an inner key keeps its value. An outer MIN over inner MINs (MAX over MAXes, either over inner keys)
+    then loses no extreme an inserted value does not re-establish: LEAST/GREATEST of the old extreme and the
+    summary-delta's is exact. Views of maps ([views] v = "map") over a night of inserts are the usual case."""
+    if info.has_deletes or not view.over_views or any(d.lower() in changed for d in view.dimensions):
+        return False
+    inner = next((v for v in plan.lake_views if v.name == view.fact), None)
+    if inner is None or inner.over_views or inner.having or any(d.lower() in changed for d in inner.dimensions):
+        return False
+    if view.where and f'"{inner.name.lower()}".' in view.where.lower():
+        return False  # a filter on the inner view's values: an update may leave it, a delete with no insert
+    served = {o.name.lower(): o.kind for o in inner.outputs}
+    for s in view.stored:
+        if s.kind not in ("min", "max"):
+            continue
+        arg = next(a for a in view.arguments if a.index == s.arg)
+        column = arg.sql.lower().removeprefix(f'"{inner.name.lower()}".').strip('"')
+        if arg.sql.lower() == column or served.get(column) not in (s.kind, "key"):
+            return False
+    return True
+
+
 def _view_step(part: int, view: View, changed: set[str], info: BatchInfo, options: Options, choice: ModeChoice | None,
-               level_of: dict, copied: bool, partitions: dict[str, str]) -> ViewStep:
+               level_of: dict, copied: bool, partitions: dict[str, str], plan: Plan) -> ViewStep:
     if not view.incremental:
         return ViewStep(view.name, part, "recompute", view.reason, level=0)
     nested = view.over_views
@@ -306,10 +336,12 @@ def _view_step(part: int, view: View, changed: set[str], info: BatchInfo, option
         exact = "lost"
         if options.weak_minimality and not dims_changed:
             exact = "extreme_deleted" if copied else "weakly_minimal"
+        if options.weak_minimality and _monotone(plan, view, changed, info):
+            exact = "monotone"
     reason = view.reason if nested and choice.mode == "delta" else choice.reason
     by_month = ()
     column = next((c for t, c in partitions.items() if t.lower() == view.fact.lower()), None)
-    if exact and column is not None:  # an extreme of the very column the base's months are of
+    if exact not in ("", "monotone") and column is not None:  # an extreme of the very column the base's months are of
         by_month = tuple(a.index for a in emit.minmax_arguments(view)
                          if a.sql.lower() == qualified(view.fact, column).lower())
     return ViewStep(view.name, part, choice.mode, reason, exact, level_of.get(view.name, 0), nested, by_month)

@@ -49,10 +49,18 @@ def register_old(spark: SparkSession, view: View, copy: DataFrame) -> None:
         emit.rel("old", view.name))
 
 
-def view_changes(spark: SparkSession, view: View, copy: DataFrame, sd: DataFrame, out: Path) -> DataFrame:
+def view_changes(spark: SparkSession, view: View, copy: DataFrame, sd: DataFrame, out: Path,
+                 change_set: bool = True) -> DataFrame | None:
     """Register V's change set (module docstring) from its copy and final summary-delta `sd`; write
-    the changed groups' new stored rows to `out` (apply-base makes them the next copy). Returns them."""
+    the changed groups' new stored rows to `out` (apply-base makes them the next copy). Returns them.
+    change_set False (no view reads V's change set tonight): only write them, in one Spark job."""
     name = view.name
+    if not change_set:
+        copy.createOrReplaceTempView(emit.rel("copy", name))
+        sd.createOrReplaceTempView(emit.rel("final", name))
+        updated = spark.sql(to_dialect(emit.view_update(view, emit.rel("copy", name), emit.rel("final", name)), "spark"))
+        updated.coalesce(1).write.mode("overwrite").parquet(str(out))
+        return None
     copy.createOrReplaceTempView(emit.rel("copy", name))
     # the final summary-delta under its own name: __ns_sd_<V> stays V's raw lattice point (with its
     # lattice-friendly hidden attributes), which points of this level may still derive from

@@ -64,7 +64,7 @@ def _propagate(spark: SparkSession, plan: Plan, lake: Lake, batch: str, state: L
     shared = _share_scans(spark, night, progress)
     raw: dict[str, DataFrame] = {}
     final: dict[str, DataFrame] = {}
-    copied = {c.view for c in night.copies}
+    early = {c.view for c in night.copies if c.level < len(night.levels)}  # a later level reads its change set
     frames = []
     for k in range(len(night.levels)):  # in level order: a nested view's change set needs its inner view's delta
         t_copies = time.perf_counter()
@@ -79,7 +79,7 @@ def _propagate(spark: SparkSession, plan: Plan, lake: Lake, batch: str, state: L
         for step, view in zip(night.views, plan.lake_views):
             if step.level == k:
                 frame = _view_frame(spark, plan, view, step, night.changed, raw, lambda t: lake.months(t, state))
-                if view.name in copied and step.level < len(night.levels) - 1:
+                if view.name in early:
                     # a later level's copy update needs it before _write_together writes it: computed once,
                     # not twice (its exact MIN/MAX may scan the base), and kept without its lineage, so the
                     # queries over it (the copy's change set, the views of the next level) plan over a
@@ -97,7 +97,8 @@ def _propagate(spark: SparkSession, plan: Plan, lake: Lake, batch: str, state: L
     _write_together(frames, out)  # the frames kept by localCheckpoint go with the night's last reference to them
     for frame in shared:
         frame.unpersist()
-    # the copies of last-level views follow their summary-deltas as written (not computed a second time)
+    # the copies of last-level views (and of views no view reads) follow their summary-deltas as written (not
+    # computed a second time)
     _copies(spark, plan, lake, night, state, len(night.levels), lambda v: _stored_delta(spark, plan, lake, night, v))
     progress(f"propagate {batch}: {len(frames)} summary-deltas computed and written in {time.perf_counter() - t1:.1f}s")
     deltas = _results(frames, out, lambda d: progress(f"propagate {batch}: sd_{d.view}: {d.rows} rows"))
@@ -158,7 +159,7 @@ def _copies(spark: SparkSession, plan: Plan, lake: Lake, night: NightPlan, state
         if step.level == level:
             view = plan.view(step.view)
             view_changes(spark, view, read_copy(spark, lake, view, state), final_delta(view.name),
-                         lake.copy_update_dir(night.batch, view.name))
+                         lake.copy_update_dir(night.batch, view.name), change_set=level < len(night.levels))
             updated.append(view.name)
     return updated
 
@@ -314,7 +315,9 @@ def _summary_delta(spark: SparkSession, view: View, step: ViewStep, changed: fro
     """The summary-delta of one view (Section 4.1; MIN/MAX of groups that lost rows made exact from
     the base, since a parent summary-delta does not know the groups it did not touch), with exactly
     the summary table's columns (a lattice-friendly point drops its hidden attributes here)."""
-    if step.exact_minmax:
+    if step.exact_minmax == "monotone":  # no extreme went that an inserted one does not re-establish (runtime.night)
+        sd = sd.withColumn(emit.LOST, F.lit(0).cast("int"))
+    elif step.exact_minmax:
         # lost groups and their exact extremes are few next to the base: broadcast them
         old = emit.rel("copy", view.name) if step.exact_minmax == "extreme_deleted" else None
         lost = spark.sql(to_dialect(emit.lost_groups(view, step.exact_minmax != "lost", old), "spark"))

@@ -7,6 +7,7 @@ recomputation from the model; what the rewrite does not cover is refused with th
 
 from __future__ import annotations
 
+import pyarrow.parquet as pq
 import pytest
 
 from harness import EXTENDED, FIGURE_1, SCHEMA_SQL, BatchGenerator, Model, check_served, make_project, run_nights, \
@@ -114,3 +115,41 @@ def test_the_map_is_refused_where_it_does_not_apply_naming_why():
     # the map keeps the foreign key and the fact-side key, the fact's filter applied in it; no dimension attribute
     assert m.tables == ("pos",) and sorted(k.name for k in m.keys) == ["date", "storeID"] and "qty" in m.where
     assert plan.view("v").maintain == "map" and plan.view("v").reads == (m.name,)
+
+
+def test_a_night_of_sales_only_recomputes_no_extreme_of_a_mapped_view_and_its_copy_follows(tmp_path, spark, quiet):
+    """A night that deletes nothing and changes no dimension moves every map group's MIN down and MAX up
+    only: the views kept over maps take LEAST/GREATEST of the old extreme and the summary-delta's, recompute
+    no group (no exact MIN/MAX step), and their lake copies agree with the warehouse's tables. The next
+    night, deleting the earliest sale the sales-only night added, recomputes it from the copy."""
+    import datetime as dt
+    import decimal
+
+    from runtime.delta import read_table
+
+    views = {k: VIEWS[k] for k in ("SiC_sales", "revenue")}
+    root = make_project(tmp_path / "p", views)
+    _with_maps(root, tuple(views))
+    cycle = Cycle(load_project(root), spark=spark, progress=quiet)
+    model = Model()
+    run_nights(cycle, root, BatchGenerator(43, model), model, 1)
+    store, item = model.tables["pos"][0][:2]
+    fresh = (max(s[0] for s in model.tables["stores"]), max(i[0] for i in model.tables["items"]))
+    early = (store, item, dt.date(2025, 12, 1), 4, decimal.Decimal("0.01"))  # before every sale, cheaper than any
+    sales = {"pos": [("insert", early), ("insert", (store, item, dt.date(2026, 3, 1), 1, decimal.Decimal("99.00"))),
+                     ("insert", (store, item, None, 2, None)), ("insert", (*fresh, dt.date(2026, 1, 2), 5, None))]}
+    for batch, night in (("b0002", sales), ("b0003", {"pos": [("delete", early)]})):
+        write_changes(root, batch, night)
+        cycle.run(batch)
+        model.apply(night)
+        check_served(cycle, model, views, batch)
+        steps = {v: cycle.lake.read_manifest(batch).night.view(v).exact_minmax for v in views}
+        assert all(e == "monotone" for e in steps.values()) == (batch == "b0002"), (batch, steps)
+        for name in views:  # the copy the next night's C_i test reads its old extremes from
+            view = cycle.plan.view(name)
+            cycle.warehouse.export_storage(view, tmp_path / batch / name)
+            stored = pq.read_table(tmp_path / batch / name).to_pylist()
+            copy = read_table(cycle.lake.table_path(name)).select(list(stored[0])).to_pylist()
+            key = lambda r: tuple((v is None, str(v)) for v in r.values())  # noqa: E731
+            assert sorted(copy, key=key) == sorted(stored, key=key), (batch, name)
+    cycle.close()
