@@ -8,8 +8,8 @@ files (which the delete check recorded), written and committed from the driver b
 the driver does not write the table's deletion vectors: a few by a DELETE naming them), more by one MERGE
 that also inserts. A table with less live data than the night's options say (rewrite_below) is written
 anew instead: one write where a DELETE or MERGE is a dozen Spark jobs. A view's lake copy takes its
-changed groups: a small copy written anew, a large one by MERGE; a copy no group of which changed is not
-committed. Small commits (a new table's first rows, a small table or copy written anew, a night's few
+changed groups: a small copy written anew (its rows and the changed groups merged in this process, no Spark
+job), a large one by MERGE; a copy no group of which changed is not committed. Small commits (a new table's first rows, a small table or copy written anew, a night's few
 inserts appended) are made from the driver (lake_tables.write's small): Spark's Delta writer costs about
 half a second a commit before it writes anything. Every commit carries its mark (the lake, the table, k's sequence number: Lake.commit_mark). When every table
 and lake copy has committed, the lake's state record takes the new versions. A crash between two
@@ -23,13 +23,16 @@ from __future__ import annotations
 import time
 from typing import Callable
 
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from lattice import types
 from lattice.emit import rel
 from lattice.ir import Plan, Table
 from lattice.sql import ident
+from runtime import delta
 from runtime.errors import BatchOrderError
 from runtime.faults import checkpoint
 from runtime.lake import PART, ROW_BATCH, ROW_ID, Lake, LakeState, parquet_rows
@@ -37,8 +40,8 @@ from runtime.night import BatchInfo
 from runtime.options import DEFAULT_REWRITE_BELOW
 from spark_jobs.changes import column, in_months, load_batch, month_of, months, read_matched, read_table
 from spark_jobs.lake_tables import (DRIVER_ROWS, POSITION, commit_sql, delete_positions, delta_path, latest_version,
-                                    live_bytes, write)
-from spark_jobs.nested import copy_columns, next_copy, read_copy
+                                    live_bytes, replace_rows, table_schema, write)
+from spark_jobs.nested import copy_columns, next_copy, next_copy_rows, read_copy
 
 MERGE_SOURCE, COPY_SOURCE = "__ns_apply", "__ns_apply_copy"
 # Deletes this few are deletion vectors written from the driver (their places collected: 8 bytes a row)
@@ -91,16 +94,25 @@ def apply_base(
         had = state.version(view.name)
         if had is not None and not parquet_rows(update):  # no group changed: the copy stays at its version
             continue
-        if had is None or live_bytes(lake.table_path(view.name), had) < rewrite_below:
+        if had is not None and live_bytes(lake.table_path(view.name), had) >= rewrite_below:
+            _merge_copy(spark, lake, view, spark.read.parquet(str(update)), txn, had)
+        elif had is None or not _copy_in_driver(lake, view, update, txn, had):
             new = next_copy(spark, view, read_copy(spark, lake, view, state), spark.read.parquet(str(update)))
             write(new, lake, view.name, "overwrite", txn, since=had, small=had is not None)
-        else:
-            _merge_copy(spark, lake, view, spark.read.parquet(str(update)), txn, had)
         versions[view.name] = latest_version(spark, lake.table_path(view.name))
+        progress(f"apply-base {batch}: lake copy of {view.name} committed as version {versions[view.name]}")
         checkpoint(f"apply-base:after_table:{view.name}")
     lake.write_state(LakeState(state.applied + (batch,), versions, laid_out))
     return {"tables": counts, "versions": {k: versions[k] for k in versions if versions[k] != state.version(k)},
             "seconds": round(time.perf_counter() - t0, 3)}
+
+
+def _copy_in_driver(lake: Lake, view, update, txn: int, since: int) -> bool:
+    """A small lake copy written anew from this process: its rows at the recorded version and the night's
+    changed groups, merged in Arrow (nested.next_copy_rows) and committed once (lake_tables.replace_rows),
+    no Spark job. False, nothing committed: the Spark path writes it."""
+    rows = next_copy_rows(view, delta.read_table(lake.table_path(view.name), since), pq.read_table(update))
+    return rows is not None and replace_rows(lake, view.name, rows, txn, since)
 
 
 def _merge_copy(spark: SparkSession, lake: Lake, view, updated: DataFrame, txn: int, since: int) -> None:
@@ -125,12 +137,13 @@ def _commit(spark: SparkSession, lake: Lake, table: Table, state: LakeState, inf
     column it lacks or changes a column's type (the rows already there read NULL in the new column, and
     their values in the new type), or the night deletes from a table smaller than `rewrite_below`."""
     ins = _with_identity(spark.table(rel('ins', table.name)), txn, by)
-    old = read_table(spark, lake, table.name, state)
     since = state.version(table.name)
+    held = None if since is None else table_schema(lake.table_path(table.name), since)  # the log's, no rows read
     was = state.partitions.get(table.name)
     deletes = bool(info.deleted[table.name])
-    small = old is not None and deletes and live_bytes(lake.table_path(table.name), state.version(table.name)) < rewrite_below
-    anew = old is None or was != by or bool(_missing(old, table)) or bool(_retyped(old, table))
+    small = held is not None and deletes and live_bytes(lake.table_path(table.name), since) < rewrite_below
+    anew = held is None or was != by or bool(_missing(held, table)) or bool(_retyped(held, table))
+    old = read_table(spark, lake, table.name, state) if held is not None and (anew or small or deletes) else None
     if anew or small:
         rows = _layout(old.drop(PART) if old is not None and PART in old.columns else old, table, by)
         if old is not None and deletes:
@@ -165,20 +178,20 @@ def _layout(old: DataFrame | None, table: Table, by: str | None) -> DataFrame | 
     """The rows of a table being written anew, with the month column of the layout `by` (None: none)."""
     if old is None:
         return None
-    cols = [F.lit(None).cast(types.spark_type(c.type)).alias(c.name) if c in _missing(old, table)
+    cols = [F.lit(None).cast(types.spark_type(c.type)).alias(c.name) if c in _missing(old.schema, table)
             else column(c.name).cast(types.spark_type(c.type)).alias(c.name) for c in table.columns] + [F.col(ROW_BATCH), F.col(ROW_ID)]
     return old.select(*cols, *([month_of(by).alias(PART)] if by is not None else []))
 
 
-def _missing(old: DataFrame, table: Table) -> list:
-    """The declared columns the table's Delta table was written without."""
-    present = {c.lower() for c in old.columns}
+def _missing(held: StructType, table: Table) -> list:
+    """The declared columns the table's Delta table was written without (held: its schema)."""
+    present = {c.lower() for c in held.fieldNames()}
     return [c for c in table.columns if c.name.lower() not in present]
 
 
-def _retyped(old: DataFrame, table: Table) -> list:
+def _retyped(held: StructType, table: Table) -> list:
     """The declared columns whose type sql/schema.sql changed since the table's Delta table was written."""
-    lake_types = {f.name.lower(): f.dataType for f in old.schema.fields}
+    lake_types = {f.name.lower(): f.dataType for f in held.fields}
     return [c for c in table.columns
             if c.name.lower() in lake_types and lake_types[c.name.lower()].simpleString() != types.spark_type(c.type).lower().replace(" ", "")]
 

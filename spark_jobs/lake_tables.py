@@ -80,6 +80,11 @@ def read(spark: SparkSession, path: Path, version: int, positions: bool = False)
     return live if not whole else files(whole).select(*out).unionByName(live)
 
 
+def table_schema(path: Path, version: int) -> StructType:
+    """The columns of the Delta table at `path` at `version`, from its log (no job, no deletion vector read)."""
+    return StructType.fromJson(json.loads(delta.open_table(path, version).schema().to_json()))
+
+
 def live_bytes(path: Path, version: int) -> int:
     """The bytes of the table's live data files at `version`, from its log (no job)."""
     return sum(f.stat().st_size for f, _ in delta.snapshot(path, version).files)
@@ -113,6 +118,17 @@ def write(df: DataFrame, lake: Lake, name: str, mode: str, txn: int | None, part
             return
         w = w.option("userMetadata", mark)
     w.save(path)
+
+
+def replace_rows(lake: Lake, name: str, rows, txn: int, since: int | None) -> bool:
+    """Overwrite the existing lake table `name` with the Arrow table `rows` (its columns and types), committed
+    from this process once (runtime.delta.write_arrow), as batch `txn`'s commit: skipped when a commit after
+    version `since` already carries its mark. False, nothing committed: the columns are not the table's."""
+    path = str(lake.table_path(name))
+    mark = lake.commit_mark(name, txn)
+    if delta.committed(path, mark, since):
+        return True
+    return delta.write_arrow(path, rows, "overwrite", mark)
 
 
 def _nullable(schema: StructType) -> str:

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -102,3 +104,28 @@ def next_copy(spark: SparkSession, view: View, copy: DataFrame, updated: DataFra
     cols = ", ".join(c for c, _ in _quoted(view))
     sql = f"{kept} UNION ALL SELECT {cols} FROM {emit.rel('updated', view.name)} WHERE _ns_count > 0"
     return spark.sql(to_dialect(sql, "spark"))
+
+
+def next_copy_rows(view: View, copy: pa.Table, updated: pa.Table) -> pa.Table | None:
+    """next_copy over Arrow tables, in this process (a small copy: no Spark job): the copy's rows of every
+    unchanged group, then each changed group's new row (a group whose count reached 0 is gone), in the copy's
+    column types. Groups match on equal keys, NULL equal to NULL, as Spark's <=> matches them; None for a key
+    of floating type (NaN), which the Spark query handles."""
+    names = {n.lower(): n for n in copy.column_names}
+    upd = {n.lower(): n for n in updated.column_names}
+    cols = [c for c, _ in copy_columns(view)]
+    if any(c.lower() not in names or c.lower() not in upd for c in cols):
+        return None
+    keys = [k.name for k in view.keys]
+    if any(pa.types.is_floating(copy.column(names[k.lower()]).type) for k in keys):
+        return None
+    copy = copy.select([names[c.lower()] for c in cols]).rename_columns(cols)
+    updated = updated.select([upd[c.lower()] for c in cols]).rename_columns(cols).cast(copy.schema)
+    if keys:
+        changed = set(zip(*(updated.column(k).to_pylist() for k in keys)))
+        kept = pa.array([row not in changed for row in zip(*(copy.column(k).to_pylist() for k in keys))], pa.bool_())
+        copy = copy.filter(kept) if len(copy) else copy
+    elif len(updated):  # a grand total: its one group changed
+        copy = copy.slice(0, 0)
+    alive = updated.filter(pc.greater(updated.column("_ns_count"), 0))
+    return pa.concat_tables([copy, alive])
