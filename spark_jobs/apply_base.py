@@ -9,9 +9,10 @@ the driver does not write the table's deletion vectors: a few by a DELETE naming
 that also inserts. A table with less live data than the night's options say (rewrite_below) is written
 anew instead: one write where a DELETE or MERGE is a dozen Spark jobs. A view's lake copy takes its
 changed groups: a small copy written anew (its rows and the changed groups merged in this process, no Spark
-job), a large one by MERGE; a copy no group of which changed is not committed. Small commits (a new table's first rows, a small table or copy written anew, a night's few
-inserts appended) are made from the driver (lake_tables.write's small): Spark's Delta writer costs about
-half a second a commit before it writes anything. Every commit carries its mark (the lake, the table, k's sequence number: Lake.commit_mark). When every table
+job), a large one by MERGE; a copy no group of which changed is not committed. Small commits (a new table's
+first rows, a small table or copy written anew, a night's few inserts appended) are made from the driver
+(lake_tables.write's small): Spark's Delta writer costs about half a second a commit before it writes
+anything. Every commit carries its mark (the lake, the table, k's sequence number: Lake.commit_mark). When every table
 and lake copy has committed, the lake's state record takes the new versions. A crash between two
 commits leaves the old state record; the rerun reads the base at the recorded versions again and skips
 every commit whose mark the table's log already holds after its recorded version, so only what is

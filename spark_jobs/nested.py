@@ -57,16 +57,14 @@ def view_changes(spark: SparkSession, view: View, copy: DataFrame, sd: DataFrame
     the changed groups' new stored rows to `out` (apply-base makes them the next copy). Returns them.
     change_set False (no view reads V's change set tonight): only write them, in one Spark job."""
     name = view.name
-    if not change_set:
-        copy.createOrReplaceTempView(emit.rel("copy", name))
-        sd.createOrReplaceTempView(emit.rel("final", name))
-        updated = spark.sql(to_dialect(emit.view_update(view, emit.rel("copy", name), emit.rel("final", name)), "spark"))
-        updated.coalesce(1).write.mode("overwrite").parquet(str(out))
-        return None
     copy.createOrReplaceTempView(emit.rel("copy", name))
     # the final summary-delta under its own name: __ns_sd_<V> stays V's raw lattice point (with its
     # lattice-friendly hidden attributes), which points of this level may still derive from
     sd.createOrReplaceTempView(emit.rel("final", name))
+    if not change_set:  # the copy's rows of the changed groups are read once, by this write
+        updated = spark.sql(to_dialect(emit.view_update(view, emit.rel("copy", name), emit.rel("final", name)), "spark"))
+        updated.coalesce(1).write.mode("overwrite").parquet(str(out))
+        return None
     # the copy's rows of the changed groups, read from the copy once and kept: the new rows and the
     # deleted old rows come from them (only the MIN/MAX recomputations of outer views read the whole copy)
     touched = spark.sql(to_dialect(emit.changed_rows(view, emit.rel("copy", name), emit.rel("final", name), True), "spark"))
@@ -109,22 +107,23 @@ def next_copy(spark: SparkSession, view: View, copy: DataFrame, updated: DataFra
 def next_copy_rows(view: View, copy: pa.Table, updated: pa.Table) -> pa.Table | None:
     """next_copy over Arrow tables, in this process (a small copy: no Spark job): the copy's rows of every
     unchanged group, then each changed group's new row (a group whose count reached 0 is gone), in the copy's
-    column types. Groups match on equal keys, NULL equal to NULL, as Spark's <=> matches them; None for a key
-    of floating type (NaN), which the Spark query handles."""
+    column types. Groups match on equal keys, NULL equal to NULL and NaN to NaN, as Spark's <=> matches them.
+    None when the copy lacks one of the view's storage columns (the Spark query writes it)."""
     names = {n.lower(): n for n in copy.column_names}
     upd = {n.lower(): n for n in updated.column_names}
     cols = [c for c, _ in copy_columns(view)]
     if any(c.lower() not in names or c.lower() not in upd for c in cols):
         return None
     keys = [k.name for k in view.keys]
-    if any(pa.types.is_floating(copy.column(names[k.lower()]).type) for k in keys):
-        return None
     copy = copy.select([names[c.lower()] for c in cols]).rename_columns(cols)
     updated = updated.select([upd[c.lower()] for c in cols]).rename_columns(cols).cast(copy.schema)
+
+    def groups(table: pa.Table):
+        return zip(*(["NaN" if v != v else v for v in table.column(k).to_pylist()] for k in keys))
+
     if keys:
-        changed = set(zip(*(updated.column(k).to_pylist() for k in keys)))
-        kept = pa.array([row not in changed for row in zip(*(copy.column(k).to_pylist() for k in keys))], pa.bool_())
-        copy = copy.filter(kept) if len(copy) else copy
+        changed = set(groups(updated))
+        copy = copy.filter(pa.array([g not in changed for g in groups(copy)], pa.bool_())) if len(copy) else copy
     elif len(updated):  # a grand total: its one group changed
         copy = copy.slice(0, 0)
     alive = updated.filter(pc.greater(updated.column("_ns_count"), 0))

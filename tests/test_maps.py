@@ -153,3 +153,39 @@ def test_a_night_of_sales_only_recomputes_no_extreme_of_a_mapped_view_and_its_co
             key = lambda r: tuple((v is None, str(v)) for v in r.values())  # noqa: E731
             assert sorted(copy, key=key) == sorted(stored, key=key), (batch, name)
     cycle.close()
+
+
+def test_a_small_copy_merged_in_arrow_equals_sparks_merge(spark):
+    """apply-base merges a small lake copy with the night's changed groups in Arrow, in the driver; on random
+    copies and changed groups, keys NULL and NaN among them, it keeps exactly the rows Spark's query keeps."""
+    import datetime as dt
+    import math
+    import random
+
+    import pyarrow as pa
+
+    from lattice.types import spark_type
+    from spark_jobs.nested import copy_columns, next_copy, next_copy_rows
+
+    view = compile_project("CREATE TABLE f (a DOUBLE, d DATE, s VARCHAR, x INTEGER);",
+                           {"v.sql": "CREATE VIEW v AS SELECT a, d, s, COUNT(*) AS n, SUM(x) AS t FROM f GROUP BY a, d, s"}
+                           ).view("v")
+    cols = copy_columns(view)
+    assert [c for c, _ in cols][:3] == ["a", "d", "s"] and len(cols) == 6, cols  # keys, _ns_count, COUNT(x), SUM(x)
+    arrow = pa.schema([("a", pa.float64()), ("d", pa.date32()), ("s", pa.string())] + [(c, pa.int64()) for c, _ in cols[3:]])
+    ddl = ", ".join(f"`{c}` {spark_type(t)}" for c, t in cols)
+    r = random.Random(7)
+    keys = [(a, d, s) for a in (None, math.nan, 0.0, 1.5) for d in (None, dt.date(2026, 1, 1)) for s in (None, "x", "")]
+
+    def rows(n: int, counts: tuple[int, ...]) -> list[tuple]:
+        return [(*k, r.choice(counts), r.randint(0, 3), r.randint(-5, 5)) for k in r.sample(keys, n)]
+
+    def normal(rows_) -> list[tuple]:
+        return sorted((tuple("NaN" if isinstance(v, float) and v != v else v for v in row) for row in rows_), key=repr)
+
+    for _ in range(5):
+        copy, updated = rows(12, (1, 2, 3)), rows(8, (0, 1, 4))  # count 0: a group that is gone
+        got = next_copy_rows(view, pa.Table.from_pylist([dict(zip(arrow.names, x)) for x in copy], arrow),
+                             pa.Table.from_pylist([dict(zip(arrow.names, x)) for x in updated], arrow))
+        want = next_copy(spark, view, spark.createDataFrame(copy, ddl), spark.createDataFrame(updated, ddl)).collect()
+        assert normal(tuple(d.values()) for d in got.to_pylist()) == normal(tuple(x) for x in want)
