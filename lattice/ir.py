@@ -266,12 +266,17 @@ class Plan:
         return tuple(v for v in self.lake_views if v.incremental)
 
     @property
+    def read_by_views(self) -> frozenset[str]:
+        """The names (lower case) of the views a nested or auxiliary-mode view reads: its change set is their updates."""
+        return frozenset(r.lower() for v in self.lake_views if v.over_views for r in v.reads)
+
+    @property
     def copied_views(self) -> tuple[View, ...]:
         """The views the lake keeps a copy of (paper 000): every incremental view a nested or auxiliary-mode view reads (its
         old rows), and every nested view with MIN/MAX not always recomputed ([views] x = "recompute"):
         its old extremes (5's C_i recomputes a group only when its extreme was deleted and not
         re-established, which needs the extreme). A copied view is kept by its summary-delta every night."""
-        read = {r.lower() for v in self.lake_views if v.over_views for r in v.reads}
+        read = self.read_by_views
         return tuple(v for v in self.lake_views if v.name.lower() in read
                      or (v.over_views and v.has_min_max and v.maintain != "recompute"))
 

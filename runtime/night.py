@@ -19,7 +19,7 @@ from lattice.dlattice import Statistics, choose, lattice_shape
 from lattice.graph import levels, topological_order
 from lattice.ir import Lattice, ModeChoice, Plan, View
 from lattice.passes.choose_modes import choose_modes
-from lattice.sql import qualified
+from lattice.sql import ident, qualified
 from runtime.options import Options
 
 NIGHT_VERSION = 4
@@ -229,7 +229,7 @@ def plan_night(plan: Plan, info: BatchInfo, base_state: str | None, options: Opt
     lattice = costed if options.lattice else None
     nodes = _nodes(plan, lattice, info, reaching, options, level_of, wanted) if lattice else _direct_nodes(plan, options, level_of, wanted)
     # a copy no view reads tonight (kept for its view's own old extremes) follows its summary-delta as written
-    read_by = {r.lower() for v in plan.lake_views if v.over_views for r in v.reads}
+    read_by = plan.read_by_views
     copies = tuple(CopyStep(v.name, level_of.get(v.name, 0) + 1 if v.name.lower() in read_by else len(tiers))
                    for v in plan.copied_views)
     return NightPlan(
@@ -309,15 +309,12 @@ def _monotone(plan: Plan, view: View, changed: set[str], info: BatchInfo) -> boo
     inner = next((v for v in plan.lake_views if v.name == view.fact), None)
     if inner is None or inner.over_views or inner.having or any(d.lower() in changed for d in inner.dimensions):
         return False
-    if view.where and f'"{inner.name.lower()}".' in view.where.lower():
+    if view.where and f"{ident(inner.name)}.".lower() in view.where.lower():
         return False  # a filter on the inner view's values: an update may leave it, a delete with no insert
-    served = {o.name.lower(): o.kind for o in inner.outputs}
+    served = {qualified(inner.name, o.name).lower(): o.kind for o in inner.outputs}
     for s in view.stored:
-        if s.kind not in ("min", "max"):
-            continue
-        arg = next(a for a in view.arguments if a.index == s.arg)
-        column = arg.sql.lower().removeprefix(f'"{inner.name.lower()}".').strip('"')
-        if arg.sql.lower() == column or served.get(column) not in (s.kind, "key"):
+        arg = next((a for a in view.arguments if a.index == s.arg), None)
+        if s.kind in ("min", "max") and served.get(arg.sql.lower()) not in (s.kind, "key"):
             return False
     return True
 

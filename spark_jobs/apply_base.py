@@ -95,9 +95,10 @@ def apply_base(
         had = state.version(view.name)
         if had is not None and not parquet_rows(update):  # no group changed: the copy stays at its version
             continue
-        if had is not None and live_bytes(lake.table_path(view.name), had) >= rewrite_below:
+        snap = None if had is None else delta.snapshot(lake.table_path(view.name), had)
+        if snap is not None and live_bytes(snap) >= rewrite_below:
             _merge_copy(spark, lake, view, spark.read.parquet(str(update)), txn, had)
-        elif had is None or not _copy_in_driver(lake, view, update, txn, had):
+        elif snap is None or not _copy_in_driver(lake, view, snap, update, txn):
             new = next_copy(spark, view, read_copy(spark, lake, view, state), spark.read.parquet(str(update)))
             write(new, lake, view.name, "overwrite", txn, since=had, small=had is not None)
         versions[view.name] = latest_version(spark, lake.table_path(view.name))
@@ -108,12 +109,12 @@ def apply_base(
             "seconds": round(time.perf_counter() - t0, 3)}
 
 
-def _copy_in_driver(lake: Lake, view, update, txn: int, since: int) -> bool:
-    """A small lake copy written anew from this process: its rows at the recorded version and the night's
-    changed groups, merged in Arrow (nested.next_copy_rows) and committed once (lake_tables.replace_rows),
-    no Spark job. False, nothing committed: the Spark path writes it."""
-    rows = next_copy_rows(view, delta.read_table(lake.table_path(view.name), since), pq.read_table(update))
-    return rows is not None and replace_rows(lake, view.name, rows, txn, since)
+def _copy_in_driver(lake: Lake, view, snap: delta.DeltaSnapshot, update, txn: int) -> bool:
+    """A small lake copy written anew from this process: its rows at the recorded version (`snap`) and the
+    night's changed groups, merged in Arrow (nested.next_copy_rows) and committed once
+    (lake_tables.replace_rows), no Spark job. False, nothing committed: the Spark path writes it."""
+    rows = next_copy_rows(view, delta.dataset_of(snap).to_table(), pq.read_table(update))
+    return rows is not None and replace_rows(lake, view.name, rows, txn, snap.version)
 
 
 def _merge_copy(spark: SparkSession, lake: Lake, view, updated: DataFrame, txn: int, since: int) -> None:
@@ -142,7 +143,7 @@ def _commit(spark: SparkSession, lake: Lake, table: Table, state: LakeState, inf
     held = None if since is None else table_schema(lake.table_path(table.name), since)  # the log's, no rows read
     was = state.partitions.get(table.name)
     deletes = bool(info.deleted[table.name])
-    small = held is not None and deletes and live_bytes(lake.table_path(table.name), since) < rewrite_below
+    small = held is not None and deletes and live_bytes(delta.snapshot(lake.table_path(table.name), since)) < rewrite_below
     anew = held is None or was != by or bool(_missing(held, table)) or bool(_retyped(held, table))
     old = read_table(spark, lake, table.name, state) if held is not None and (anew or small or deletes) else None
     if anew or small:

@@ -85,9 +85,9 @@ def table_schema(path: Path, version: int) -> StructType:
     return StructType.fromJson(json.loads(delta.open_table(path, version).schema().to_json()))
 
 
-def live_bytes(path: Path, version: int) -> int:
-    """The bytes of the table's live data files at `version`, from its log (no job)."""
-    return sum(f.stat().st_size for f, _ in delta.snapshot(path, version).files)
+def live_bytes(snap: delta.DeltaSnapshot) -> int:
+    """The bytes of a table's live data files at a version (its snapshot, read from its log: no job)."""
+    return sum(f.stat().st_size for f, _ in snap.files)
 
 
 def write(df: DataFrame, lake: Lake, name: str, mode: str, txn: int | None, partition_by: str | None = None,
