@@ -207,7 +207,7 @@ def _with_identity(ins: DataFrame, txn: int, by: str | None) -> DataFrame:
 
 def _chosen(spark: SparkSession, table: Table, base: DataFrame, touched) -> DataFrame:
     """The identities of the base rows the batch deletes: for a row image deleted n times, n of the rows
-    equal to it (the first n by identity). `base`: the rows the delete check matched, or the base itself (its
+    equal to it (the first n by identity). `base`: the rows the delete check kept (changes._matched), or the base itself (its
     declared columns and the identity read, and in a table laid out by month only the months `touched`)."""
     cols = list(table.column_names)
     dels = spark.table(rel('del', table.name))

@@ -28,6 +28,9 @@ from spark_jobs import lake_tables
 
 OP = "_op"
 _SAMPLE = 3
+HASH = "__ns_hash"  # a row's hash in the delete check (row_hash)
+# the delete check sends the deleted rows' hashes to every task when there are at most this many (8 bytes each)
+BROADCAST_HASHES = 2_000_000
 
 
 # ---------------------------------------------------------------- base tables
@@ -142,7 +145,7 @@ def load_batch(spark: SparkSession, lake: Lake, plan: Plan, batch: str, state: L
     checks: list[Check] = []
     for t in plan.schema.base_tables:
         if info.deleted[t.name]:
-            checks.append(_deletes_exist(t, batch, _matched(spark, lake, t, state, batch)))
+            checks.append(_deletes_exist(t, batch, _matched(spark, lake, t, state, batch, info.deleted[t.name])))
         if t.primary_key and t.name in info.changed:
             checks.append(_primary_key(t, batch))
         checks.extend(_foreign_keys(spark, t, info))
@@ -281,12 +284,15 @@ def _nullsafe_on(cols: list[str], a: str, b: str) -> str:
     return " AND ".join(f"{a}.{_q(c)} <=> {b}.{_q(c)}" for c in cols)
 
 
-def _matched(spark: SparkSession, lake: Lake, table: Table, state: LakeState, batch: str) -> str:
-    """The relation the delete check matches the batch's deleted rows against: the base rows equal to a
-    deleted row, with their row identity, read in one pass over the base (in a table laid out by month, only
+def _matched(spark: SparkSession, lake: Lake, table: Table, state: LakeState, batch: str, deleted: int) -> str:
+    """The relation the delete check matches the batch's deleted rows against: every base row equal to a
+    deleted row, with its row identity, read in one pass over the base (in a table laid out by month, only
     the months of the deleted rows: a deleted row can only match a row of its own month) and written under
     the batch (Lake.matched_dir) with their places in the table's files, where apply-base picks the rows it
-    deletes from them."""
+    deletes from them. The pass keeps each base row whose hash of its values (row_hash) is a deleted row's:
+    one 64-bit key against the `deleted` rows' hashes, where a join on every column, NULL-safe, costs the whole
+    base that comparison. A rare unequal row with an equal hash may be kept too: the check and apply-base
+    match these rows to the deleted ones column by column."""
     raw = read_table(spark, lake, table.name, state, positions=True)
     if raw is None:
         return rel('old', table.name)
@@ -294,16 +300,26 @@ def _matched(spark: SparkSession, lake: Lake, table: Table, state: LakeState, ba
         raw = raw.where(in_months(months(spark.table(rel('del', table.name)), state.partitions[table.name])))
     cols = list(table.column_names)
     base = _typed_base(raw, table, lake.table_path(table.name), (ROW_BATCH, ROW_ID, PART) + lake_tables.POSITION)
-    keys = spark.table(rel('del', table.name)).dropDuplicates(cols)
-    hit = base.join(keys, [base[_q(c)].eqNullSafe(keys[_q(c)]) for c in cols], "left_semi")
+    dels = spark.table(rel('del', table.name))
+    hashes = dels.select(row_hash(dels, cols).alias(HASH)).distinct()
+    hit = base.withColumn(HASH, row_hash(base, cols)) \
+        .join(F.broadcast(hashes) if deleted <= BROADCAST_HASHES else hashes, HASH, "left_semi").drop(HASH)
     folder = lake.matched_dir(batch, table.name, state.version(table.name))
     hit.write.mode("overwrite").parquet(str(folder))
     spark.read.parquet(str(folder)).createOrReplaceTempView(rel('matched', table.name))
     return rel('matched', table.name)
 
 
+def row_hash(df: DataFrame, cols: list[str]):
+    """A 64-bit hash of a row's values in `cols`: rows equal column by column under <=> hash alike (Spark's
+    xxhash64 skips a NULL, and hashes -0.0 as 0.0 and every NaN as one); unequal rows may too, so a match by
+    hash is only a candidate."""
+    return F.xxhash64(*[df[_q(c)] for c in cols])
+
+
 def read_matched(spark: SparkSession, lake: Lake, table: Table, state: LakeState, batch: str) -> DataFrame | None:
-    """The base rows the delete check of batch `batch` found equal to a deleted row (see _matched), None when
+    """The base rows the delete check of batch `batch` kept for its deleted rows (see _matched: every row equal
+    to one, and maybe a few others, so a reader matches them column by column), None when
     that check did not run over this state of the table (apply-base then matches the base itself)."""
     folder = lake.matched_dir(batch, table.name, state.version(table.name))
     if not (folder / "_SUCCESS").exists():
