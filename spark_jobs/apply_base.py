@@ -148,9 +148,8 @@ def _commit(spark: SparkSession, lake: Lake, table: Table, state: LakeState, inf
     old = read_table(spark, lake, table.name, state) if held is not None and (anew or small or deletes) else None
     if anew or small:
         rows = _layout(old.drop(PART) if old is not None and PART in old.columns else old, table, by)
-        if old is not None and deletes:
-            chosen = _chosen(spark, table, _matched_or(spark, lake, table, state, info, rows), None)
-            rows = rows.join(chosen, [ROW_BATCH, ROW_ID], "left_anti")
+        if old is not None and deletes:  # the rows chosen among the table's own (it is read whole anyway)
+            rows = rows.join(_chosen(spark, table, rows, None), [ROW_BATCH, ROW_ID], "left_anti")
         new = ins if rows is None else rows.unionByName(ins)
         write(new if by is None else new.repartition(PART), lake, table.name, "overwrite", txn,
               PART if by is not None else None, since,
@@ -163,17 +162,10 @@ def _commit(spark: SparkSession, lake: Lake, table: Table, state: LakeState, inf
     if not deletes:
         write(ins, lake, table.name, "append", txn, since=since, small=few)
         return out
-    matched = _matched_or(spark, lake, table, state, info, None)
-    _merge(spark, lake, table, old if matched is None else matched, ins, touched, txn, since,
+    matched = read_matched(spark, lake, table, state, info.batch)  # None: that record is gone (e.g. removed by hand)
+    _merge(spark, lake, table, old if matched is None else matched, old, ins, touched, txn, since,
            info.deleted[table.name], few)
     return out
-
-
-def _matched_or(spark: SparkSession, lake: Lake, table: Table, state: LakeState, info: BatchInfo, base):
-    """The base rows the batch's delete check found equal to a deleted row; `base` when that check's record
-    of them is not there (e.g. removed by hand)."""
-    matched = read_matched(spark, lake, table, state, info.batch)
-    return base if matched is None else matched
 
 
 def _layout(old: DataFrame | None, table: Table, by: str | None) -> DataFrame | None:
@@ -206,26 +198,28 @@ def _with_identity(ins: DataFrame, txn: int, by: str | None) -> DataFrame:
 
 
 def _chosen(spark: SparkSession, table: Table, base: DataFrame, touched) -> DataFrame:
-    """The identities of the base rows the batch deletes: for a row image deleted n times, n of the rows
-    equal to it (the first n by identity). `base`: the rows the delete check kept (changes._matched), or the base itself (its
-    declared columns and the identity read, and in a table laid out by month only the months `touched`)."""
+    """The base rows the batch deletes, by identity and place (what `base` has of them): for a row image deleted
+    n times, n of the rows equal to it (the first n by identity, or by place). `base`: the rows the delete
+    check kept (changes._matched: places, no identity), or the base itself (its declared columns and the
+    identity read, and in a table laid out by month only the months `touched`)."""
     cols = list(table.column_names)
     dels = spark.table(rel('del', table.name))
     if touched is not None:
         base = base.where(in_months(touched))
+    ids = [F.col(c) for c in (ROW_BATCH, ROW_ID) if c in base.columns]
     where = [F.col(c) for c in POSITION if c in base.columns]
-    b = base.select(*[column(c) for c in cols], F.col(ROW_BATCH), F.col(ROW_ID), *where)
+    b = base.select(*[column(c) for c in cols], *ids, *where)
     keys = dels.dropDuplicates(cols)
     b = b.join(keys, [b[ident(c, "spark")].eqNullSafe(keys[ident(c, "spark")]) for c in cols], "left_semi")
     image = [column(c) for c in cols]
-    b = b.withColumn("__ns_k", F.row_number().over(Window.partitionBy(*image).orderBy(ROW_BATCH, ROW_ID)))
+    b = b.withColumn("__ns_k", F.row_number().over(Window.partitionBy(*image).orderBy(*(ids or where))))
     d = dels.withColumn("__ns_k", F.row_number().over(Window.partitionBy(*image).orderBy(F.lit(1))))
     on = [b[ident(c, "spark")].eqNullSafe(d[ident(c, "spark")]) for c in cols] + [b["__ns_k"] == d["__ns_k"]]
-    return b.join(d, on, "left_semi").select(ROW_BATCH, ROW_ID, *where)
+    return b.join(d, on, "left_semi").select(*ids, *where)
 
 
-def _merge(spark: SparkSession, lake: Lake, table: Table, base: DataFrame, ins: DataFrame, touched, txn: int,
-           since: int, deleted: int, few_inserts: bool) -> None:
+def _merge(spark: SparkSession, lake: Lake, table: Table, base: DataFrame, old: DataFrame, ins: DataFrame, touched,
+           txn: int, since: int, deleted: int, few_inserts: bool) -> None:
     """The `deleted` chosen rows deleted (deletion vectors), the inserted rows added, each an idempotent commit
     of its own (a rerun skips the one done): the deletion vectors written from the driver at the rows' places
     when it can (DRIVER_DELETES), else a DELETE naming their identities when they are few, then an append;
@@ -237,6 +231,8 @@ def _merge(spark: SparkSession, lake: Lake, table: Table, base: DataFrame, ins: 
         checkpoint(f"apply-base:after_delete:{table.name}")
         write(ins, lake, table.name, "append", txn, since=since, small=few_inserts)
         return
+    if ROW_ID not in chosen.columns:  # the delete check kept places, not identities: choose among the base's rows
+        chosen = _chosen(spark, table, old, touched)
     few = chosen.limit(FEW_DELETES + 1).collect()
     if len(few) <= FEW_DELETES:
         ids = ", ".join(f"({int(r[0])}L, {int(r[1])}L)" for r in few)

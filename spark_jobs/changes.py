@@ -286,20 +286,24 @@ def _nullsafe_on(cols: list[str], a: str, b: str) -> str:
 
 def _matched(spark: SparkSession, lake: Lake, table: Table, state: LakeState, batch: str, deleted: int) -> str:
     """The relation the delete check matches the batch's deleted rows against: every base row equal to a
-    deleted row, with its row identity, read in one pass over the base (in a table laid out by month, only
+    deleted row, read in one pass over the base (in a table laid out by month, only
     the months of the deleted rows: a deleted row can only match a row of its own month) and written under
     the batch (Lake.matched_dir) with their places in the table's files, where apply-base picks the rows it
     deletes from them. The pass keeps each base row whose hash of its values (row_hash) is a deleted row's:
     one 64-bit key against the `deleted` rows' hashes, where a join on every column, NULL-safe, costs the whole
     base that comparison. A rare unequal row with an equal hash may be kept too: the check and apply-base
-    match these rows to the deleted ones column by column."""
+    match these rows to the deleted ones column by column. The row identity is read only when the rows' places
+    are not known (a table read by Delta): it is most of a base table's bytes, and apply-base deletes by place
+    (and matches the base itself when it cannot)."""
     raw = read_table(spark, lake, table.name, state, positions=True)
     if raw is None:
         return rel('old', table.name)
     if table.name in state.partitions:
         raw = raw.where(in_months(months(spark.table(rel('del', table.name)), state.partitions[table.name])))
     cols = list(table.column_names)
-    base = _typed_base(raw, table, lake.table_path(table.name), (ROW_BATCH, ROW_ID, PART) + lake_tables.POSITION)
+    placed = all(c in raw.columns for c in lake_tables.POSITION)
+    keep = (PART,) + lake_tables.POSITION if placed else (ROW_BATCH, ROW_ID, PART)
+    base = _typed_base(raw, table, lake.table_path(table.name), keep)
     dels = spark.table(rel('del', table.name))
     hashes = dels.select(row_hash(dels, cols).alias(HASH)).distinct()
     hit = base.withColumn(HASH, row_hash(base, cols)) \
