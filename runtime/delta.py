@@ -268,6 +268,22 @@ _PORTABLE_MAGIC = 1681511377  # Delta's RoaringBitmapArray, portable serializati
 _NO_RUN_COOKIE = 12346  # a 32-bit Roaring bitmap without run containers (portable format)
 
 
+def deletes_by_position(path) -> bool:
+    """Whether delete_positions writes this Delta table's deletes (at its newest version): deletion vectors on,
+    no table feature beyond their needs, no change data feed, not append-only, no column mapping."""
+    return _deletes_by_position(open_table(path))
+
+
+def _deletes_by_position(dt) -> bool:
+    proto, config = dt.protocol(), dt.metadata().configuration or {}
+    features = set(proto.writer_features or ())
+    return (features <= _DV_WRITER_FEATURES and "deletionVectors" in features
+            and config.get("delta.enableDeletionVectors", "false").lower() == "true"
+            and config.get("delta.enableChangeDataFeed", "false").lower() != "true"
+            and config.get("delta.appendOnly", "false").lower() != "true"
+            and config.get("delta.columnMapping.mode", "none") in ("none", ""))
+
+
 def delete_positions(path, rows: dict, mark: str | None) -> bool:
     """Delete rows of the Delta table at `path` by position, in one commit made from this process: `rows`
     maps a live data file's name to the row numbers (0-based, in the file) to delete. Each file's deletion
@@ -280,12 +296,7 @@ def delete_positions(path, rows: dict, mark: str | None) -> bool:
     newest version or one of the rows is deleted already (another writer's commit since the rows were
     located); the caller then deletes through Spark."""
     dt = open_table(path)
-    proto, config = dt.protocol(), dt.metadata().configuration or {}
-    if (not set(proto.writer_features or ()) <= _DV_WRITER_FEATURES or "deletionVectors" not in (proto.writer_features or ())
-            or config.get("delta.enableDeletionVectors", "false").lower() != "true"
-            or config.get("delta.enableChangeDataFeed", "false").lower() == "true"
-            or config.get("delta.appendOnly", "false").lower() == "true"
-            or config.get("delta.columnMapping.mode", "none") not in ("none", "")):
+    if not _deletes_by_position(dt):
         return False
     latest = dt.version()
     adds = _live_adds(Path(path), set(rows), latest)

@@ -3,10 +3,10 @@
 Each changed table gets one Delta commit: inserted rows appended; with deletes, the rows the batch's
 deleted row images pick (bag semantics: one row each, by the hidden row identity runtime.lake
 describes; picked from the rows the batch's delete check found equal to them, without reading the base
-again) are deleted by deletion vectors, no file rewritten: up to DRIVER_DELETES by their places in the
-files (which the delete check recorded), written and committed from the driver before the append (where
-the driver does not write the table's deletion vectors: a few by a DELETE naming them), more by one MERGE
-that also inserts. A table with less live data than the night's options say (rewrite_below) is written
+again) are deleted by deletion vectors, no file rewritten: by their places in the files (which the delete
+check recorded when lake_tables.deletes_by_place said so), written and committed from the driver before
+the append; else by their row identities (which the check then recorded): a few by a DELETE naming them,
+more by one MERGE that also inserts. A table with less live data than the night's options say (rewrite_below) is written
 anew instead: one write where a DELETE or MERGE is a dozen Spark jobs. A view's lake copy takes its
 changed groups: a small copy written anew (its rows and the changed groups merged in this process, no Spark
 job), a large one by MERGE; a copy no group of which changed is not committed. Small commits (a new table's
@@ -45,10 +45,8 @@ from spark_jobs.lake_tables import (DRIVER_ROWS, POSITION, commit_sql, delete_po
 from spark_jobs.nested import copy_columns, next_copy, next_copy_rows, read_copy
 
 MERGE_SOURCE, COPY_SOURCE = "__ns_apply", "__ns_apply_copy"
-# Deletes this few are deletion vectors written from the driver (their places collected: 8 bytes a row)
-# and an append; where the driver does not write the table's vectors, a DELETE naming their row identities
-# when FEW_DELETES or fewer; more, one MERGE.
-DRIVER_DELETES = 5_000_000
+# Deletes by row identity (lake_tables.deletes_by_place says no to deleting by place): a DELETE naming
+# them when FEW_DELETES or fewer; more, one MERGE.
 FEW_DELETES = 1000
 
 
@@ -222,16 +220,16 @@ def _merge(spark: SparkSession, lake: Lake, table: Table, base: DataFrame, old: 
            txn: int, since: int, deleted: int, few_inserts: bool) -> None:
     """The `deleted` chosen rows deleted (deletion vectors), the inserted rows added, each an idempotent commit
     of its own (a rerun skips the one done): the deletion vectors written from the driver at the rows' places
-    when it can (DRIVER_DELETES), else a DELETE naming their identities when they are few, then an append;
-    else one MERGE that also inserts."""
+    when the delete check recorded places (lake_tables.deletes_by_place), else a DELETE naming their
+    identities when they are few, then an append; else one MERGE that also inserts."""
     cols = list(table.column_names)
     typed_null = {c.name: F.lit(None).cast(types.spark_type(c.type)) for c in table.columns}
     chosen = _chosen(spark, table, base, touched)
-    if deleted <= DRIVER_DELETES and _delete_positions(lake, table, txn, since, chosen):
+    if _delete_positions(lake, table, txn, since, chosen):
         checkpoint(f"apply-base:after_delete:{table.name}")
         write(ins, lake, table.name, "append", txn, since=since, small=few_inserts)
         return
-    if ROW_ID not in chosen.columns:  # the delete check kept places, not identities: choose among the base's rows
+    if ROW_ID not in chosen.columns:  # places recorded, but the table changed since: choose among the base's rows
         chosen = _chosen(spark, table, old, touched)
     few = chosen.limit(FEW_DELETES + 1).collect()
     if len(few) <= FEW_DELETES:
@@ -262,9 +260,10 @@ def _merge(spark: SparkSession, lake: Lake, table: Table, base: DataFrame, old: 
 
 
 def _delete_positions(lake: Lake, table: Table, txn: int, since: int, chosen: DataFrame) -> bool:
-    """The chosen rows deleted by their places (file, row number: the delete check recorded them) from the
-    driver, as the batch's delete commit (done already: nothing to do); False when their places are not
-    known or the table is not one the driver deletes from. The places come to the driver a list per file."""
+    """The chosen rows deleted by their places (file, row number: the delete check recorded them when
+    lake_tables.deletes_by_place said so) from the driver, as the batch's delete commit (done already:
+    nothing to do); False when their places are not known or the table is no longer one the driver deletes
+    from. The places come to the driver a list per file."""
     if not all(c in chosen.columns for c in POSITION):
         return False
     per_file = chosen.groupBy(POSITION[0]).agg(F.collect_list(POSITION[1]).alias("rows")).toArrow()

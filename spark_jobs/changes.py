@@ -292,16 +292,16 @@ def _matched(spark: SparkSession, lake: Lake, table: Table, state: LakeState, ba
     deletes from them. The pass keeps each base row whose hash of its values (row_hash) is a deleted row's:
     one 64-bit key against the `deleted` rows' hashes, where a join on every column, NULL-safe, costs the whole
     base that comparison. A rare unequal row with an equal hash may be kept too: the check and apply-base
-    match these rows to the deleted ones column by column. The row identity is read only when the rows' places
-    are not known (a table read by Delta): it is most of a base table's bytes, and apply-base deletes by place
-    (and matches the base itself when it cannot)."""
+    match these rows to the deleted ones column by column. The rows keep their places when apply-base will
+    delete by place (lake_tables.deletes_by_place), else their row identity (most of a base table's bytes:
+    read only then)."""
     raw = read_table(spark, lake, table.name, state, positions=True)
     if raw is None:
         return rel('old', table.name)
     if table.name in state.partitions:
         raw = raw.where(in_months(months(spark.table(rel('del', table.name)), state.partitions[table.name])))
     cols = list(table.column_names)
-    placed = all(c in raw.columns for c in lake_tables.POSITION)
+    placed = all(c in raw.columns for c in lake_tables.POSITION) and lake_tables.deletes_by_place(lake, table.name, deleted)
     keep = (PART,) + lake_tables.POSITION if placed else (ROW_BATCH, ROW_ID, PART)
     base = _typed_base(raw, table, lake.table_path(table.name), keep)
     dels = spark.table(rel('del', table.name))

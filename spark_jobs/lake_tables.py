@@ -36,6 +36,10 @@ DRIVER_ROWS = 200_000
 # A row's place in its table (read's positions): its data file's name, its row number in that file
 POSITION = ("__ns_file", "__ns_rowno")
 
+# Deletes this few are deletion vectors written from the driver at the rows' places (collected there: 8
+# bytes a row); more, or a table the driver does not delete from, by the rows' identities through Spark
+DRIVER_DELETES = 5_000_000
+
 
 def latest_version(spark: SparkSession, path: Path) -> int:
     """The table's newest version: what this night's commit made (or, skipped as already done, made before).
@@ -144,6 +148,13 @@ def _nullable(schema: StructType) -> str:
             t = [loose(v) for v in t]
         return t
     return json.dumps(loose(schema.jsonValue()), separators=(",", ":"))
+
+
+def deletes_by_place(lake: Lake, name: str, deleted: int) -> bool:
+    """Whether `deleted` rows of table `name` are deleted by their places (delete_positions) rather than by
+    their row identities: the one decision the delete check (what it keeps of the rows it matches) and
+    apply-base (how it deletes them) both follow."""
+    return deleted <= DRIVER_DELETES and delta.deletes_by_position(lake.table_path(name))
 
 
 def delete_positions(lake: Lake, name: str, txn: int, since: int | None, rows: dict[str, list[int]],

@@ -18,6 +18,7 @@ from nightshift.oracle import bag, duckdb_base
 from runtime import delta
 from runtime.lake import ROW_BATCH, ROW_ID
 import spark_jobs.apply_base as apply_base_step
+import spark_jobs.lake_tables as lake_tables
 from spark_jobs.apply_base import apply_base
 from spark_jobs.changes import read_base, read_table
 from spark_jobs.lake_tables import delta_path
@@ -37,7 +38,7 @@ def test_a_delete_is_one_row_by_deletion_vector_and_the_commit_is_idempotent(tmp
     many are one MERGE (here: "many" is made to mean one)."""
     monkeypatch.setenv("NIGHTSHIFT_REWRITE_BELOW", "0")  # a table this small would be written anew
     if deletes != "driver":
-        monkeypatch.setattr(apply_base_step, "DRIVER_DELETES", 0)
+        monkeypatch.setattr(lake_tables, "DRIVER_DELETES", 0)
     if deletes == "many":
         monkeypatch.setattr(apply_base_step, "FEW_DELETES", 0)
     root = make_project(tmp_path / "p", VIEWS)
@@ -57,6 +58,9 @@ def test_a_delete_is_one_row_by_deletion_vector_and_the_commit_is_idempotent(tmp
     # picks from these without reading pos again
     matched = spark.read.parquet(str(cycle.lake.matched_dir("b0001", "pos", before.version("pos"))))
     assert sorted(tuple(r)[:5] for r in matched.collect()) == [SALE] * 3
+    # with the rows' places where apply-base deletes by place, else with their identities (and not both)
+    kept = {"places": set(lake_tables.POSITION) <= set(matched.columns), "identity": ROW_ID in matched.columns}
+    assert kept == {"places": deletes == "driver", "identity": deletes != "driver"}, matched.columns
     cycle.apply_base("b0001")
     model.apply(night)
     check_served(cycle, model, VIEWS, "b0001")
