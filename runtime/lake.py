@@ -136,9 +136,9 @@ class Lake:
         return self.delta_root(batch) / "_copies" / rel("copy", view)
 
     def matched_dir(self, batch: str, table: str, version: int) -> Path:
-        """The base rows (declared columns and row identity) of `table` at `version` equal to a row batch <ID>
-        deletes: the delete check writes them, apply-base deletes the ones the deletes pick without reading
-        the base again."""
+        """The base rows (declared columns, and their places or their row identity) of `table` at `version`
+        that may equal a row batch <ID> deletes: the delete check writes them for a table apply-base deletes
+        from, and apply-base deletes the ones the deletes pick without reading the base again."""
         return self.delta_root(batch) / "_matched" / f"{rel('matched', table)}_v{version}"
 
     def node_dir(self, batch: str, node: str) -> Path:

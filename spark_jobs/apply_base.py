@@ -41,7 +41,7 @@ from runtime.night import BatchInfo
 from runtime.options import DEFAULT_REWRITE_BELOW
 from spark_jobs.changes import column, in_months, load_batch, month_of, months, read_matched, read_table
 from spark_jobs.lake_tables import (DRIVER_ROWS, POSITION, commit_sql, delete_positions, delta_path, latest_version,
-                                    live_bytes, replace_rows, table_schema, write)
+                                    live_bytes, replace_rows, table_schema, write, written_whole)
 from spark_jobs.nested import copy_columns, next_copy, next_copy_rows, read_copy
 
 MERGE_SOURCE, COPY_SOURCE = "__ns_apply", "__ns_apply_copy"
@@ -141,7 +141,7 @@ def _commit(spark: SparkSession, lake: Lake, table: Table, state: LakeState, inf
     held = None if since is None else table_schema(lake.table_path(table.name), since)  # the log's, no rows read
     was = state.partitions.get(table.name)
     deletes = bool(info.deleted[table.name])
-    small = held is not None and deletes and live_bytes(delta.snapshot(lake.table_path(table.name), since)) < rewrite_below
+    small = held is not None and deletes and written_whole(lake, table.name, since, rewrite_below)
     anew = held is None or was != by or bool(_missing(held, table)) or bool(_retyped(held, table))
     old = read_table(spark, lake, table.name, state) if held is not None and (anew or small or deletes) else None
     if anew or small:

@@ -24,6 +24,7 @@ from lattice.sql import ident
 from runtime.errors import BadChangeBatch
 from runtime.lake import PART, ROW_BATCH, ROW_ID, Lake, LakeState, missing_columns
 from runtime.night import BatchInfo
+from runtime.options import DEFAULT_REWRITE_BELOW
 from spark_jobs import lake_tables
 
 OP = "_op"
@@ -119,13 +120,14 @@ def register_base(spark: SparkSession, lake: Lake, plan: Plan, state: LakeState)
 
 
 def load_batch(spark: SparkSession, lake: Lake, plan: Plan, batch: str, state: LakeState,
-               checked: bool = False) -> BatchInfo:
+               checked: bool = False, rewrite_below: int = DEFAULT_REWRITE_BELOW) -> BatchInfo:
     """Validate batch `batch` and register its relations; raises BadChangeBatch on any problem.
 
     File-level checks (columns, types, _op values, NOT NULL) run on the driver with pyarrow over
     the change files only; checks against the base (deletes exist, keys, foreign keys) run in Spark.
     checked: the night's first propagate step already ran the checks against the base for this base
-    state (a later level of the same night): only the relations are registered.
+    state (a later level of the same night): only the relations are registered. rewrite_below: as
+    apply-base's (lake_tables.written_whole: no record of the matched rows for a table written anew).
     """
     tables = [t.name for t in plan.schema.base_tables]
     files = lake.batch_files(batch, tables)
@@ -145,7 +147,8 @@ def load_batch(spark: SparkSession, lake: Lake, plan: Plan, batch: str, state: L
     checks: list[Check] = []
     for t in plan.schema.base_tables:
         if info.deleted[t.name]:
-            checks.append(_deletes_exist(t, batch, _matched(spark, lake, t, state, batch, info.deleted[t.name])))
+            record = not lake_tables.written_whole(lake, t.name, state.version(t.name), rewrite_below)
+            checks.append(_deletes_exist(t, batch, _matched(spark, lake, t, state, batch, info.deleted[t.name], record)))
         if t.primary_key and t.name in info.changed:
             checks.append(_primary_key(t, batch))
         checks.extend(_foreign_keys(spark, t, info))
@@ -284,7 +287,8 @@ def _nullsafe_on(cols: list[str], a: str, b: str) -> str:
     return " AND ".join(f"{a}.{_q(c)} <=> {b}.{_q(c)}" for c in cols)
 
 
-def _matched(spark: SparkSession, lake: Lake, table: Table, state: LakeState, batch: str, deleted: int) -> str:
+def _matched(spark: SparkSession, lake: Lake, table: Table, state: LakeState, batch: str, deleted: int,
+             record: bool = True) -> str:
     """The relation the delete check matches the batch's deleted rows against: every base row equal to a
     deleted row, read in one pass over the base (in a table laid out by month, only
     the months of the deleted rows: a deleted row can only match a row of its own month) and written under
@@ -294,20 +298,25 @@ def _matched(spark: SparkSession, lake: Lake, table: Table, state: LakeState, ba
     base that comparison. A rare unequal row with an equal hash may be kept too: the check and apply-base
     match these rows to the deleted ones column by column. The rows keep their places when apply-base will
     delete by place (lake_tables.deletes_by_place), else their row identity (most of a base table's bytes:
-    read only then)."""
-    raw = read_table(spark, lake, table.name, state, positions=True)
+    read only then). record=False (a table apply-base writes anew, lake_tables.written_whole): nothing is
+    written, and the check's own job makes the pass."""
+    raw = read_table(spark, lake, table.name, state, positions=record)
     if raw is None:
         return rel('old', table.name)
     if table.name in state.partitions:
         raw = raw.where(in_months(months(spark.table(rel('del', table.name)), state.partitions[table.name])))
     cols = list(table.column_names)
-    placed = all(c in raw.columns for c in lake_tables.POSITION) and lake_tables.deletes_by_place(lake, table.name, deleted)
-    keep = (PART,) + lake_tables.POSITION if placed else (ROW_BATCH, ROW_ID, PART)
+    placed = record and all(c in raw.columns for c in lake_tables.POSITION) \
+        and lake_tables.deletes_by_place(lake, table.name, deleted)
+    keep = () if not record else (PART,) + lake_tables.POSITION if placed else (ROW_BATCH, ROW_ID, PART)
     base = _typed_base(raw, table, lake.table_path(table.name), keep)
     dels = spark.table(rel('del', table.name))
     hashes = dels.select(row_hash(dels, cols).alias(HASH)).distinct()
     hit = base.withColumn(HASH, row_hash(base, cols)) \
         .join(F.broadcast(hashes) if deleted <= BROADCAST_HASHES else hashes, HASH, "left_semi").drop(HASH)
+    if not record:
+        hit.createOrReplaceTempView(rel('matched', table.name))
+        return rel('matched', table.name)
     folder = lake.matched_dir(batch, table.name, state.version(table.name))
     hit.write.mode("overwrite").parquet(str(folder))
     spark.read.parquet(str(folder)).createOrReplaceTempView(rel('matched', table.name))

@@ -94,6 +94,13 @@ def live_bytes(snap: delta.DeltaSnapshot) -> int:
     return sum(f.stat().st_size for f, _ in snap.files)
 
 
+def written_whole(lake: Lake, name: str, version: int | None, rewrite_below: int) -> bool:
+    """Whether apply-base writes table `name` anew, rather than deleting from it, on a night that deletes
+    from it: its live data at `version` is less than `rewrite_below` bytes. The delete check then keeps no
+    record of the rows it matched (apply-base chooses among the rows it reads whole anyway)."""
+    return version is not None and live_bytes(delta.snapshot(lake.table_path(name), version)) < rewrite_below
+
+
 def write(df: DataFrame, lake: Lake, name: str, mode: str, txn: int | None, partition_by: str | None = None,
           since: int | None = None, small: bool = False) -> None:
     """Append to or overwrite (with its schema and layout) a lake table; txn: the batch's sequence number

@@ -52,7 +52,7 @@ def _propagate(spark: SparkSession, plan: Plan, lake: Lake, batch: str, state: L
     planned = lake.read_night(batch) if level else None  # level 0 checked the batch when it planned the night
     checked = planned is not None and planned.plan == plan.fingerprint and state.planned(planned)
     progress(f"propagate {batch}: reading " + ("the change batch (checked by level 0)" if checked else "and checking the change batch"))
-    info = load_batch(spark, lake, plan, batch, state, checked)
+    info = load_batch(spark, lake, plan, batch, state, checked, options.rewrite_below)
     progress(f"propagate {batch}: {info.rows} change rows ({info.describe()}) "
              f"{'read' if checked else 'checked'} in {time.perf_counter() - t0:.1f}s")
     t_plan = time.perf_counter()
