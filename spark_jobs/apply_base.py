@@ -6,8 +6,9 @@ describes; picked from the rows the batch's delete check found equal to them, wi
 again) are deleted by deletion vectors, no file rewritten: by their places in the files (which the delete
 check recorded when lake_tables.deletes_by_place said so), written and committed from the driver before
 the append; else by their row identities (which the check then recorded): a few by a DELETE naming them,
-more by one MERGE that also inserts. A table with less live data than the night's options say (rewrite_below) is written
-anew instead: one write where a DELETE or MERGE is a dozen Spark jobs. A view's lake copy takes its
+more by one MERGE that also inserts. A table with less live data than the night's options say
+(rewrite_below, lake_tables.written_whole) is written anew instead: one write where a DELETE or MERGE is a
+dozen Spark jobs. A view's lake copy takes its
 changed groups: a small copy written anew (its rows and the changed groups merged in this process, no Spark
 job), a large one by MERGE; a copy no group of which changed is not committed. Small commits (a new table's
 first rows, a small table or copy written anew, a night's few inserts appended) are made from the driver
