@@ -332,6 +332,26 @@ def test_foreign_key_without_dimension_row(project, spark):
     expect_refused(spark, root, "b0002", BadChangeBatch, "foreign key (storeID=999)", "no row in stores", "batch b0002")
 
 
+def test_a_key_is_dropped_only_when_the_batch_deletes_it_and_does_not_insert_it_again(tmp_path):
+    """The driver's test that decides whether a foreign key's referencing rows are read at all: a store
+    moving city (delete and insert under its key, here across two files of different integer widths) drops
+    no key; a store deleted for good drops its key, whatever else the batch inserts."""
+    from spark_jobs.changes import _keys_dropped
+
+    def file(name, rows, key_type):
+        schema = pa.schema([("storeID", key_type), ("city", pa.string()), ("_op", pa.string())])
+        path = tmp_path / f"{name}.parquet"
+        pq.write_table(pa.Table.from_pylist([dict(zip(schema.names, r)) for r in rows], schema), path)
+        return path
+
+    moved = [file("a", [(1, "springfield", "delete")], pa.int32()), file("b", [(1, "shelbyville", "insert")], pa.int64())]
+    gone = [file("c", [(2, "ogdenville", "delete"), (3, "ogdenville", "insert")], pa.int64())]
+    assert not _keys_dropped(moved, ("storeID",))
+    assert _keys_dropped(gone, ("storeID",))
+    assert _keys_dropped(moved + gone, ("storeID",))
+    assert not _keys_dropped(gone, ("city",))  # the same city deleted and inserted
+
+
 def test_deleting_a_referenced_dimension_row(project, spark):
     root, model = project
     store = next(s for s in model.tables["stores"] if any(p[0] == s[0] for p in model.tables["pos"]))
