@@ -162,8 +162,7 @@ def _commit(spark: SparkSession, lake: Lake, table: Table, state: LakeState, inf
         write(ins, lake, table.name, "append", txn, since=since, small=few)
         return out
     matched = read_matched(spark, lake, table, state, info.batch)  # None: that record is gone (e.g. removed by hand)
-    _merge(spark, lake, table, old if matched is None else matched, old, ins, touched, txn, since,
-           info.deleted[table.name], few)
+    _merge(spark, lake, table, old if matched is None else matched, old, ins, touched, txn, since, few)
     return out
 
 
@@ -218,8 +217,8 @@ def _chosen(spark: SparkSession, table: Table, base: DataFrame, touched) -> Data
 
 
 def _merge(spark: SparkSession, lake: Lake, table: Table, base: DataFrame, old: DataFrame, ins: DataFrame, touched,
-           txn: int, since: int, deleted: int, few_inserts: bool) -> None:
-    """The `deleted` chosen rows deleted (deletion vectors), the inserted rows added, each an idempotent commit
+           txn: int, since: int, few_inserts: bool) -> None:
+    """The chosen rows deleted (deletion vectors), the inserted rows added, each an idempotent commit
     of its own (a rerun skips the one done): the deletion vectors written from the driver at the rows' places
     when the delete check recorded places (lake_tables.deletes_by_place), else a DELETE naming their
     identities when they are few, then an append; else one MERGE that also inserts."""

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Callable
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
@@ -196,10 +197,8 @@ def _check_files(table: Table, batch: str, files: list[Path]) -> tuple[int, int]
     required = [c.name for c in table.columns if not c.nullable]
     n_ins = n_del = 0
     for f in files:
-        pf = pq.ParquetFile(f)
-        names = {n.lower(): n for n in pf.schema_arrow.names}
-        data = pf.read(columns=[names[OP]] + [names[c.lower()] for c in required])
-        op = data.column(names[OP])
+        data = _file_columns(f, required)
+        op = data.column(OP)
         is_ins = pc.equal(op, "insert")
         is_del = pc.equal(op, "delete")
         bad = pc.invert(pc.or_(pc.fill_null(is_ins, False), pc.fill_null(is_del, False)))
@@ -212,13 +211,21 @@ def _check_files(table: Table, batch: str, files: list[Path]) -> tuple[int, int]
         n_ins += pc.sum(pc.cast(is_ins, "int64")).as_py() or 0
         n_del += pc.sum(pc.cast(is_del, "int64")).as_py() or 0
         for c in required:
-            nulls = pc.and_(is_ins, pc.is_null(data.column(names[c.lower()])))
+            nulls = pc.and_(is_ins, pc.is_null(data.column(c)))
             if pc.any(nulls).as_py():
                 row = pc.index(nulls, True).as_py()
                 raise BadChangeBatch(
                     f"batch {batch}: {f}: row {row} inserts NULL into NOT NULL column {table.name}.{c}"
                 )
     return n_ins, n_del
+
+
+def _file_columns(f: Path, cols) -> pa.Table:
+    """Column _op and the declared columns `cols` of a change file (its names matched to theirs whatever
+    their case), named _op and as declared."""
+    pf = pq.ParquetFile(f)
+    names = {n.lower(): n for n in pf.schema_arrow.names}
+    return pf.read(columns=[names[OP]] + [names[c.lower()] for c in cols]).rename_columns([OP, *cols])
 
 
 _COMPATIBLE = {
@@ -452,11 +459,9 @@ def _keys_dropped(files: list[Path], cols: tuple[str, ...]) -> bool:
     may still find the key in a row the batch keeps, which the check's query sees."""
     deleted, inserted = set(), set()
     for f in files:
-        pf = pq.ParquetFile(f)
-        names = {n.lower(): n for n in pf.schema_arrow.names}
-        data = pf.read(columns=[names[OP]] + [names[c.lower()] for c in cols])
-        keys = zip(*[data.column(i).to_pylist() for i in range(1, len(cols) + 1)])
-        for op, key in zip(data.column(0).to_pylist(), keys):
+        data = _file_columns(f, cols)
+        keys = zip(*[data.column(c).to_pylist() for c in cols])
+        for op, key in zip(data.column(OP).to_pylist(), keys):
             (deleted if op == "delete" else inserted).add(key)
     return bool(deleted - inserted)
 

@@ -279,8 +279,8 @@ def test_the_hash_twins_hash_alike(project, spark):
     assert len(hashes) == 1
 
 
-# A table smaller than rewrite_below is written anew by apply-base: its delete check matches the whole table
-# column by column and keeps no record; a larger one ("0": every table) is matched by hash first.
+# A table smaller than rewrite_below is written anew by apply-base: its delete check matches it in the check's
+# own job and keeps no record; a larger one ("0": every table) has the rows it matched recorded for apply-base.
 WRITTEN = pytest.mark.parametrize("rewrite_below", ["0", None], ids=["deleted from", "written anew"])
 
 
