@@ -103,7 +103,7 @@ class CopyStep:
 class SharedScan:
     """A base table at state k (__ns_new_<t>) that tonight's recomputed views name more than once: read
     once and kept for all of them (spark_jobs/propagate.py persists it), so a night of many small views
-    kept by recompute scans each table once, and a table with deletes pays its EXCEPT ALL once."""
+    kept by recompute scans each table once, and a table with deletes takes its deleted rows away once."""
 
     table: str
     views: tuple[str, ...]  # the views recomputed tonight that read it, in plan order

@@ -377,10 +377,24 @@ def _register_new(spark: SparkSession, table: Table, info: BatchInfo, cache: boo
         spark.table(rel('old', name)).createOrReplaceTempView(rel('new', name))
         return
     old, ins, dels = spark.table(rel('old', name)), spark.table(rel('ins', name)), spark.table(rel('del', name))
-    new = old.exceptAll(dels).unionByName(ins) if info.deleted[name] else old.unionByName(ins)
+    new = _without(old, dels, list(table.column_names), info.deleted[name]).unionByName(ins) if info.deleted[name] \
+        else old.unionByName(ins)
     if cache:
         new = new.cache()
     new.createOrReplaceTempView(rel('new', name))
+
+
+def _without(old: DataFrame, dels: DataFrame, cols: list[str], deleted: int) -> DataFrame:
+    """old EXCEPT ALL dels (each deleted row takes one equal row of old away), without grouping old by every
+    column: a row whose hash (row_hash) is no deleted row's is equal to none and stays as it is; only the few
+    rows whose hash is a deleted row's go through EXCEPT ALL. Rows equal under EXCEPT ALL (NULLs alike, -0.0
+    as 0.0, every NaN as one) hash alike, so the result is EXCEPT ALL's, row for row."""
+    hashes = dels.select(row_hash(dels, cols).alias(HASH)).distinct()
+    hashes = F.broadcast(hashes) if deleted <= BROADCAST_HASHES else hashes
+    hashed = old.withColumn(HASH, row_hash(old, cols))
+    kept = hashed.join(hashes, HASH, "left_anti").drop(HASH)
+    hit = hashed.join(hashes, HASH, "left_semi").drop(HASH)
+    return kept.unionByName(hit.exceptAll(dels))
 
 
 def _primary_key(table: Table, batch: str) -> Check:
