@@ -317,10 +317,8 @@ def _matched(spark: SparkSession, lake: Lake, table: Table, state: LakeState, ba
         and lake_tables.deletes_by_place(lake, table.name, deleted)
     keep = () if not record else (PART,) + lake_tables.POSITION if placed else (ROW_BATCH, ROW_ID, PART)
     base = _typed_base(raw, table, lake.table_path(table.name), keep)
-    dels = spark.table(rel('del', table.name))
-    hashes = dels.select(row_hash(dels, cols).alias(HASH)).distinct()
-    hit = base.withColumn(HASH, row_hash(base, cols)) \
-        .join(F.broadcast(hashes) if deleted <= BROADCAST_HASHES else hashes, HASH, "left_semi").drop(HASH)
+    hashes = _deleted_hashes(spark.table(rel('del', table.name)), cols, deleted)
+    hit = base.withColumn(HASH, row_hash(base, cols)).join(hashes, HASH, "left_semi").drop(HASH)
     if not record:
         hit.createOrReplaceTempView(rel('matched', table.name))
         return rel('matched', table.name)
@@ -335,6 +333,13 @@ def row_hash(df: DataFrame, cols: list[str]):
     xxhash64 skips a NULL, and hashes -0.0 as 0.0 and every NaN as one); unequal rows may too, so a match by
     hash is only a candidate."""
     return F.xxhash64(*[df[_q(c)] for c in cols])
+
+
+def _deleted_hashes(dels: DataFrame, cols: list[str], deleted: int) -> DataFrame:
+    """The distinct row_hash values (column HASH) of the `deleted` rows `dels`, sent to every task when they
+    are at most BROADCAST_HASHES."""
+    hashes = dels.select(row_hash(dels, cols).alias(HASH)).distinct()
+    return F.broadcast(hashes) if deleted <= BROADCAST_HASHES else hashes
 
 
 def read_matched(spark: SparkSession, lake: Lake, table: Table, state: LakeState, batch: str) -> DataFrame | None:
@@ -389,8 +394,7 @@ def _without(old: DataFrame, dels: DataFrame, cols: list[str], deleted: int) -> 
     column: a row whose hash (row_hash) is no deleted row's is equal to none and stays as it is; only the few
     rows whose hash is a deleted row's go through EXCEPT ALL. Rows equal under EXCEPT ALL (NULLs alike, -0.0
     as 0.0, every NaN as one) hash alike, so the result is EXCEPT ALL's, row for row."""
-    hashes = dels.select(row_hash(dels, cols).alias(HASH)).distinct()
-    hashes = F.broadcast(hashes) if deleted <= BROADCAST_HASHES else hashes
+    hashes = _deleted_hashes(dels, cols, deleted)
     hashed = old.withColumn(HASH, row_hash(old, cols))
     kept = hashed.join(hashes, HASH, "left_anti").drop(HASH)
     hit = hashed.join(hashes, HASH, "left_semi").drop(HASH)
