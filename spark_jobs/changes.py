@@ -382,8 +382,8 @@ def _register_new(spark: SparkSession, table: Table, info: BatchInfo, cache: boo
         spark.table(rel('old', name)).createOrReplaceTempView(rel('new', name))
         return
     old, ins, dels = spark.table(rel('old', name)), spark.table(rel('ins', name)), spark.table(rel('del', name))
-    new = _without(old, dels, list(table.column_names), info.deleted[name]).unionByName(ins) if info.deleted[name] \
-        else old.unionByName(ins)
+    kept = _without(old, dels, list(table.column_names), info.deleted[name]) if info.deleted[name] else old
+    new = kept.unionByName(ins)
     if cache:
         new = new.cache()
     new.createOrReplaceTempView(rel('new', name))
