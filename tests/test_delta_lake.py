@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+import pyarrow.parquet as pq
 import pytest
 
 from harness import FIGURE_1, Model, check_served, make_project, write_changes
@@ -124,6 +125,45 @@ def test_deletes_from_a_base_table_read_by_delta_choose_rows_by_identity(tmp_pat
     state = cycle.lake.state()
     assert delta.snapshot(cycle.lake.table_path("pos"), state.version("pos")).mapped
     assert bag(read_base(spark, cycle.lake, cycle.plan.schema.table("pos"), state).collect()) == bag(model.tables["pos"])
+    cycle.close()
+
+
+@pytest.mark.parametrize("reader", ["files", "delta"])
+def test_a_table_with_deletion_vectors_reads_alike_by_its_files_and_by_delta(tmp_path, spark, quiet, reader, monkeypatch):
+    """A base table whose files carry deletion vectors is read either as its files minus the rows the vectors
+    delete, or, past lake_tables.DELTA_READS bytes of such files (here: any), by Delta's own reader: the same
+    rows with the same places either way, and nights deleting by those places (rows after a deleted one in the
+    same file, whose place a reader counting only live rows would get wrong) keep every view equal to its
+    recomputation."""
+    monkeypatch.setenv("NIGHTSHIFT_REWRITE_BELOW", "0")  # a table this small would be written anew
+    if reader == "delta":
+        monkeypatch.setattr(lake_tables, "DELTA_READS", 0)
+    root = make_project(tmp_path / "p", VIEWS)
+    cycle = Cycle(load_project(root), spark=spark, progress=quiet)
+    model = Model()
+    other, last = (1, 1, None, 5, Decimal("1.00")), (1, 1, None, 6, Decimal("1.50"))
+    nights = [("b0000", {"stores": [("insert", (1, "springfield", "north"))], "items": [("insert", (1, "c0", 1.0))],
+                         "pos": [("insert", SALE)] * 3 + [("insert", other), ("insert", last)]}),
+              ("b0001", {"pos": [("delete", SALE)]}),
+              ("b0002", {"pos": [("delete", last), ("insert", (1, 1, None, 9, Decimal("4.00")))]}),
+              ("b0003", {"pos": [("delete", other), ("delete", SALE)]})]
+    for batch, night in nights:
+        write_changes(root, batch, night)
+        cycle.run(batch)
+        model.apply(night)
+        check_served(cycle, model, VIEWS, batch)
+        state = cycle.lake.state()
+        path, version = cycle.lake.table_path("pos"), state.version("pos")
+        placed = lake_tables.read(spark, path, version, positions=True)
+        snap = delta.snapshot(path, version)
+        expected = []  # each live file's rows as pyarrow reads them, numbered, less those its vector deletes
+        for f, _ in snap.files:
+            keep = snap.keep[f].to_pylist() if f in snap.keep else []
+            rows = pq.read_table(f).select(placed.columns[:-2]).to_pylist()
+            expected += [(*r.values(), f.name, i) for i, r in enumerate(rows) if i >= len(keep) or keep[i]]
+        assert sorted(map(tuple, placed.collect())) == sorted(expected), batch
+    assert bag(read_base(spark, cycle.lake, cycle.plan.schema.table("pos"), cycle.lake.state()).collect()) == bag(model.tables["pos"])
+    assert delta.snapshot(cycle.lake.table_path("pos"), cycle.lake.state().version("pos")).keep  # vectors, not rewrites
     cycle.close()
 
 
