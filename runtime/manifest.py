@@ -39,7 +39,8 @@ class RowsRead:
     views read, lake/tables/<view>/), 'changes' (the batch's change files of a table), 'node' (a lattice
     point an earlier level stored, _nodes/), 'delta' (a view's summary-delta an earlier level wrote,
     part=<i>/), 'update' (tonight's new rows of a copied view's changed groups, _copies/), 'matched' (the
-    base rows equal to a deleted row, as the delete check kept them, _matched/), 'other' (name: the path)."""
+    base rows equal to a deleted row, as the delete check kept them, _matched/), 'log' (a table's Delta log,
+    which Delta's own reader reads to find a version's files: lake_tables.read), 'other' (name: the path)."""
 
     kind: str
     name: str

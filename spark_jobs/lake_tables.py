@@ -53,7 +53,8 @@ def latest_version(spark: SparkSession, path: Path) -> int:
     return max(versions)
 
 
-def read(spark: SparkSession, path: Path, version: int, positions: bool = False) -> DataFrame:
+def read(spark: SparkSession, path: Path, version: int, positions: bool = False,
+         by_delta: bool | None = None) -> DataFrame:
     """The Delta table at `path` at exactly `version`, every column, without the rows its deletion vectors delete.
 
     Its live files come from the table's log read on the driver (runtime.delta, no job) and are read as plain
@@ -62,12 +63,15 @@ def read(spark: SparkSession, path: Path, version: int, positions: bool = False)
     read rebuilds the version's snapshot with Spark jobs on every read (about 0.2 s on a warm server), but
     drops deleted rows as it decodes each file, where the anti join costs every row of a file with a deletion
     vector a lookup (about 0.1 s a million rows): a table whose files with a deletion vector hold DELTA_READS
-    bytes or more is read by Delta, and so is a table with column mapping on. `positions`: each row also says
-    where it is (POSITION: its file's name, its row number in the file), for deletes by position; not for a
-    table with column mapping on."""
+    bytes or more is read by Delta (`by_delta` True or False: read that way, as bench/delete_floor.py compares
+    them), and so is a table with column mapping on. `positions`: each row also says where it is (POSITION:
+    its file's name, its row number in the file), for deletes by position; not for a table with column
+    mapping on."""
     snap = delta.snapshot(path, version)
     where = [F.col("_metadata.file_name").alias(POSITION[0]), F.col("_metadata.row_index").alias(POSITION[1])]
-    if snap.mapped or sum(f.stat().st_size for f in snap.keep) >= DELTA_READS:
+    if by_delta is None:
+        by_delta = sum(f.stat().st_size for f in snap.keep) >= DELTA_READS
+    if snap.mapped or by_delta:
         df = spark.read.format("delta").option("versionAsOf", version).load(str(path))
         return df.select("*", *where) if positions and not snap.mapped else df
     schema = StructType.fromJson(json.loads(snap.schema_json))

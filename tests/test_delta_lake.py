@@ -128,16 +128,20 @@ def test_deletes_from_a_base_table_read_by_delta_choose_rows_by_identity(tmp_pat
     cycle.close()
 
 
-@pytest.mark.parametrize("reader", ["files", "delta"])
+@pytest.mark.parametrize("reader", ["files", "delta", "delta, merge"])
 def test_a_table_with_deletion_vectors_reads_alike_by_its_files_and_by_delta(tmp_path, spark, quiet, reader, monkeypatch):
     """A base table whose files carry deletion vectors is read either as its files minus the rows the vectors
     delete, or, past lake_tables.DELTA_READS bytes of such files (here: any), by Delta's own reader: the same
     rows with the same places either way, and nights deleting by those places (rows after a deleted one in the
     same file, whose place a reader counting only live rows would get wrong) keep every view equal to its
-    recomputation."""
+    recomputation; "merge": the deletes go by one MERGE of the rows' identities (a source read by Delta from
+    the table the MERGE writes)."""
     monkeypatch.setenv("NIGHTSHIFT_REWRITE_BELOW", "0")  # a table this small would be written anew
-    if reader == "delta":
+    if reader.startswith("delta"):
         monkeypatch.setattr(lake_tables, "DELTA_READS", 0)
+    if reader.endswith("merge"):
+        monkeypatch.setattr(lake_tables, "DRIVER_DELETES", 0)
+        monkeypatch.setattr(apply_base_step, "FEW_DELETES", 0)
     root = make_project(tmp_path / "p", VIEWS)
     cycle = Cycle(load_project(root), spark=spark, progress=quiet)
     model = Model()
@@ -164,6 +168,8 @@ def test_a_table_with_deletion_vectors_reads_alike_by_its_files_and_by_delta(tmp
         assert sorted(map(tuple, placed.collect())) == sorted(expected), batch
     assert bag(read_base(spark, cycle.lake, cycle.plan.schema.table("pos"), cycle.lake.state()).collect()) == bag(model.tables["pos"])
     assert delta.snapshot(cycle.lake.table_path("pos"), cycle.lake.state().version("pos")).keep  # vectors, not rewrites
+    operations = {h["operation"] for h in _history(spark, cycle, "pos")}
+    assert ("MERGE" in operations) == reader.endswith("merge"), operations
     cycle.close()
 
 

@@ -209,6 +209,7 @@ def test_scanned_paths_map_to_the_lake_layout(tmp_path):
     d = f"{root}/deltas/batch_id=b7"
     assert lake.source_of(f"{root}/tables/pos/part-00000.parquet", night) == ("base", "pos")
     assert lake.source_of(f"file://{lake.root}/tables/sales", night) == ("copy", "sales")
+    assert lake.source_of(f"{root}/tables/pos/_delta_log/00000000000000000003.json", night) == ("log", "pos")
     assert lake.source_of(f"{root}/changes/pos/batch_id=b7/part-0.parquet", night) == ("changes", "pos")
     assert lake.source_of(f"{d}/_nodes/{rel('sd', 'by day')}", night) == ("node", "by day")
     assert lake.source_of(f"{d}/_copies/{rel('copy', 'sales')}", night) == ("update", "sales")
