@@ -7,9 +7,9 @@ spread over every date, so the delete check reads every month of pos, every colu
 on. Measured in one process, each the best of --runs:
 
 1. Spark reads pos's declared columns and each row's place (file, row number), nothing else done (every
-   pass ends in one hash of each row's columns, XORed together): the floor of any pass that finds the deleted rows' places; both ways a table with deletion vectors
-   is read (spark_jobs.lake_tables.read): by Delta's own reader, and as its files less the deleted rows by an
-   anti join on (file, row number);
+   pass ends in one hash of each row's columns, XORed together): the floor of any pass that finds the
+   deleted rows' places; both ways a table with deletion vectors is read (spark_jobs.lake_tables.read): by
+   Delta's own reader, and as its files less the deleted rows by an anti join on (file, row number);
 2. a delete check matching every column: the same columns, the row identity and the month, a left semi
    join NULL-safe on every column against the deleted rows;
 3. the rows whose hash (changes.row_hash) is a deleted row's, a broadcast semi join on one 64-bit column,
@@ -96,7 +96,7 @@ def measure(cycle: Cycle, deletes: int, runs: int) -> dict:
     keys = dels.dropDuplicates(cols).localCheckpoint()
     n = keys.count()
 
-    def sink(df) -> None:  # every row's every column used: a hash of each, XORed (Delta's time-travel reads refuse the noop sink)
+    def sink(df) -> None:  # every column of every row used; Delta's time-travel reads refuse the noop sink
         df.select(F.xxhash64(*[F.col(ident(c, "spark")) for c in df.columns]).alias("h")).agg(F.bit_xor("h")).collect()
 
     def scan(df) -> None:
