@@ -89,7 +89,7 @@ def measure(cycle: Cycle, deletes: int, runs: int) -> dict:
     base = lake_tables.read(spark, path, version, positions=True)
     by_files = lake_tables.read(spark, path, version, positions=True, by_delta=False)
     by_delta = lake_tables.read(spark, path, version, positions=True, by_delta=True)
-    marked = sum(f.stat().st_size for f in delta.snapshot(path, version).keep)
+    marked = lake_tables.marked_bytes(delta.snapshot(path, version))
     places = [F.col(c) for c in POSITION]
     part = [F.col(PART)] if PART in base.columns else []
     dels = base.select(*cols).sample(min(1.0, 2.0 * deletes / max(rows, 1)), seed=7).limit(deletes).localCheckpoint()

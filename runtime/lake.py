@@ -154,9 +154,9 @@ class Lake:
             parts = local.resolve().relative_to(self.root.resolve()).parts
         except ValueError:
             return "other", path
-        copied = {c.view for c in night.copies}
         if len(parts) >= 3 and parts[0] == "tables" and parts[2] == "_delta_log":
             return "log", parts[1]  # the table's log, as Delta's own reader reads it to find a version's files
+        copied = {c.view for c in night.copies}
         if len(parts) >= 2 and parts[0] == "tables":
             return ("copy" if parts[1] in copied else "base"), parts[1]
         if len(parts) >= 2 and parts[0] == "changes":

@@ -70,7 +70,7 @@ def read(spark: SparkSession, path: Path, version: int, positions: bool = False,
     snap = delta.snapshot(path, version)
     where = [F.col("_metadata.file_name").alias(POSITION[0]), F.col("_metadata.row_index").alias(POSITION[1])]
     if by_delta is None:
-        by_delta = sum(f.stat().st_size for f in snap.keep) >= DELTA_READS
+        by_delta = marked_bytes(snap) >= DELTA_READS
     if snap.mapped or by_delta:
         df = spark.read.format("delta").option("versionAsOf", version).load(str(path))
         return df.select("*", *where) if positions and not snap.mapped else df
@@ -103,6 +103,11 @@ def table_schema(path: Path, version: int) -> StructType:
 def live_bytes(snap: delta.DeltaSnapshot) -> int:
     """The bytes of a table's live data files at a version (its snapshot, read from its log: no job)."""
     return sum(f.stat().st_size for f, _ in snap.files)
+
+
+def marked_bytes(snap: delta.DeltaSnapshot) -> int:
+    """The bytes of a table's live files with a deletion vector at a version (read weighs them against DELTA_READS)."""
+    return sum(f.stat().st_size for f in snap.keep)
 
 
 def written_whole(lake: Lake, name: str, version: int | None, rewrite_below: int) -> bool:
