@@ -96,7 +96,7 @@ cluster-stop:
 
 # Spark kept warm between commands: projects with [spark] remote = "sc://127.0.0.1:$(CONNECT_PORT)" use it
 spark-connect: $(STAMP)
-	$(BIN)/nightshift spark-connect start --port $(CONNECT_PORT) --master '$(CONNECT_MASTER)'
+	$(BIN)/nightshift spark-connect start --warm-up --port $(CONNECT_PORT) --master '$(CONNECT_MASTER)'
 
 spark-connect-status:
 	$(BIN)/nightshift spark-connect status

@@ -40,13 +40,16 @@ def nightshift(*args: str, remote: str | None = None, timeout: float = 300, **en
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    """A Spark Connect server on a free port for the module (a long-lived JVM: full JIT, a small heap)."""
+    """A Spark Connect server on a free port for the module (a long-lived JVM: full JIT, a small heap), warmed up
+    as make spark-connect does: the retail example's first two nights ran on it in a scratch project that is gone."""
     folder = tmp_path_factory.mktemp("connect") / ".spark-connect"
     env = {"NIGHTSHIFT_DRIVER_MEMORY": "1g", "SPARK_SUBMIT_OPTS": ""}
-    r = nightshift("spark-connect", "start", "--port", "0", "--dir", str(folder), **env)
+    r = nightshift("spark-connect", "start", "--warm-up", "--port", "0", "--dir", str(folder), **env)
     assert r.returncode == 0, r.stderr + r.stdout
     url = r.stdout.strip().splitlines()[-1]
     assert url.startswith("sc://127.0.0.1:") and "started" in r.stdout
+    assert "spark-connect: warmed up in " in r.stdout and "warning" not in r.stderr, r.stderr + r.stdout
+    assert not (folder / "warm-up").exists()
     yield {"url": url, "dir": folder, "env": env}
     nightshift("spark-connect", "stop", "--dir", str(folder))
 
@@ -223,6 +226,18 @@ def test_dag_nights_run_their_spark_steps_in_the_task_on_the_server(server, tmp_
         assert check_all(cycle.plan, cycle.lake, cycle.warehouse.read_view) == []
     finally:
         cycle.close()
+
+
+@slow
+def test_a_warm_up_that_cannot_reach_its_server_says_why_and_leaves_nothing(tmp_path):
+    """The warm-up's nights fail (nothing listens at the URL): it reports the night's own error, and its scratch
+    project goes all the same."""
+    from nightshift.connect import _free_port, warm_up
+
+    url = f"sc://127.0.0.1:{_free_port()}"
+    seconds, problem = warm_up(tmp_path, url, rows=200)
+    assert problem is not None and url in problem, problem
+    assert not (tmp_path / "warm-up").exists() and seconds > 0
 
 
 @slow
