@@ -165,8 +165,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--timeout", type=float, default=180.0, help="seconds start waits for the server to answer (default 180)")
     c.add_argument("--warm-up", action="store_true", help="start: before returning, run the retail example's first two "
                    "nights (20,000 pos rows) against the new server in a scratch project that goes afterwards, so that "
-                   "the first real night finds Spark's code compiled (about half a minute to a minute; a new server's "
-                   "first night otherwise takes about twice as long as its second)")
+                   "the first real night finds Spark's code compiled (about a minute on two cores; a new server's "
+                   "first night otherwise takes two to three times as long as its second)")
     return p
 
 

@@ -15,8 +15,8 @@ current folder, or NIGHTSHIFT_SPARK_CONNECT_DIR) holds server.json (the URL, the
 server.log and events/. The server leads its own process group; stop ends exactly that group, after checking that
 the recorded process still runs the server.
 
-A new server's JVM has compiled none of Spark's planning code yet: its first night takes about twice as long as
-its second, and it keeps getting faster over about a dozen nights. start --warm-up (make spark-connect uses it)
+A new server's JVM has compiled none of Spark's planning code yet: its first night takes two to three times as
+long as its second, and it keeps getting faster over about a dozen nights. start --warm-up (make spark-connect uses it)
 runs the retail example's first two nights (WARM_UP_ROWS point-of-sale rows) against the server before it
 returns, in a scratch project under the folder that goes afterwards, so that the first real night finds the
 server warm. A warm-up that fails leaves the server running (cold) and says why.
