@@ -30,7 +30,7 @@ help:
 	@echo "make test-fast - the layer contract, the compiler and the tests without Spark or Airflow (about a minute)"
 	@echo "make docs    - build the documentation site into build/site (mkdocs --strict, offline)"
 	@echo "make bench   - run the benchmarks (writes bench/REPORT.md)"
-	@echo "make airflow - Airflow standalone with the nightshift DAGs (UI on 127.0.0.1:8080; AIRFLOW_HOME=.airflow)"
+	@echo "make airflow - Airflow standalone with the nightshift DAGs (UI on 127.0.0.1:8080; AIRFLOW_HOME=.airflow), their tasks on a warm Spark Connect server"
 	@echo "make cluster - local Spark standalone master + $(WORKERS) worker(s) on 127.0.0.1:$(PORT) (UI $(UI_PORT)); make cluster-stop ends it"
 	@echo "make spark-connect - a Spark Connect server on 127.0.0.1:$(CONNECT_PORT): set [spark] remote to its URL; make spark-connect-stop ends it"
 	@echo "make clean   - remove the demo project and caches (keeps .venv)"
@@ -81,9 +81,11 @@ docs: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m bench.run
 
-# NIGHTSHIFT_PROJECTS (default demo-project), AIRFLOW__DATABASE__SQL_ALCHEMY_CONN (default SQLite): see bin/airflow-standalone
+# NIGHTSHIFT_PROJECTS (default demo-project), AIRFLOW__DATABASE__SQL_ALCHEMY_CONN (default SQLite): see bin/airflow-standalone.
+# The DAGs' tasks run on a warm Spark Connect server on CONNECT_PORT, started with Airflow (or the running one of
+# make spark-connect); NIGHTSHIFT_SPARK_REMOTE= make airflow runs a spark-submit per task instead
 airflow: $(STAMP)
-	$(BIN)/python bin/airflow-standalone
+	NIGHTSHIFT_SPARK_CONNECT_PORT=$(CONNECT_PORT) NIGHTSHIFT_SPARK_CONNECT_MASTER='$(CONNECT_MASTER)' $(BIN)/python bin/airflow-standalone
 
 cluster: $(STAMP)
 	$(BIN)/python bin/spark-cluster start --workers $(WORKERS) --cores $(CORES) --memory $(WORKER_MEMORY) --port $(PORT) --webui-port $(UI_PORT)

@@ -54,7 +54,8 @@ from runtime.lake import check_batch_id  # noqa: E402
 SUBMIT = str(REPO / "nightshift" / "submit.py")
 BATCH = "{{ ti.xcom_pull(task_ids='choose_batch') }}"  # the night choose_batch took
 CAPTURE_BATCH = "{{ batch_of(dag_run) }}"
-WINDOW_OPENS = "{{ window_of(dag_run)[0] }}"
+# the night's refresh already in the ledger (choose_batch says so): nothing waits for a window
+WINDOW_OPENS = "{{ window_of(dag_run, ti.xcom_pull(task_ids='choose_batch', key='refreshed'))[0] }}"
 RUNBOOK = "docs/operations.md"
 POLL = "0 * * * *"  # how often a run looks for landed batches that no asset event announced
 
@@ -103,7 +104,8 @@ DOCS = {
                  "then clear this task) or a batch out of order (run the earlier night first). See {runbook}, "
                  "'Rerun a failed night'.",
     "window_gate": "Waits (deferred, no worker held) until the batch window of [window] opens. With 'ignore the batch "
-                   "window' in the trigger form it passes at once.",
+                   "window' in the trigger form it passes at once, and so it does for a night whose refresh is already "
+                   "done (nightshift run refreshed it, or an earlier run stopped after refresh).",
     "refresh": "Applies every summary-delta to its summary table in ONE warehouse transaction, with the ledger row: "
                "readers see all of the night or none of it. Skips a night already in the ledger. Refuses to start "
                "after the window closed (the tables stay at the previous night; rerun in the next window or trigger "
@@ -151,16 +153,18 @@ def batch_of(dag_run) -> str:
     return pendulum.instance(logical).in_timezone("UTC").strftime("%Y%m%d")
 
 
-def window_of(window, dag_run) -> tuple[str, str]:
+def window_of(window, dag_run, refreshed: bool = False) -> tuple[str, str]:
     """(opens, closes) of the window a run refreshes in, ISO: the window open when the run started, else
     the next one, so a run's window stays the same across retries (a retry after it closed fails rather
     than refreshing in daylight). Conf `gate_at` / `window_closes_at` override either end; conf
-    `ignore_window` opens it when the run started and never closes it."""
+    `ignore_window`, or a night whose refresh is already done (`refreshed`: in the ledger, e.g. by
+    `nightshift run` or an earlier run that stopped at validate), opens it when the run started and never
+    closes it."""
     conf = dag_run.conf or {}
     now = pendulum.now("UTC")
     started = getattr(dag_run, "start_date", None)
     started = min(pendulum.instance(started), now) if started else now  # dag.test() starts runs at their logical date
-    if conf.get("ignore_window"):
+    if conf.get("ignore_window") or refreshed:
         return started.isoformat(), started.add(years=100).isoformat()
     opens, closes = window.current_or_next(started)
     return conf.get("gate_at") or opens.isoformat(), conf.get("window_closes_at") or closes.isoformat()
@@ -217,7 +221,9 @@ def build_dag(root: Path) -> DAG:
             choice = choose(load_project(root), first, through, load_project)  # one read of the ledger
             for note in choice.notes:  # the night runs the applied layer
                 print(f"choose_batch: {note}")
-            print(f"choose_batch: {choice.why}" + ("" if choice.batch else "; nothing to run, the run is skipped"))
+            print(f"choose_batch: {choice.why}" + ("" if choice.batch else "; nothing to run, the run is skipped")
+                  + ("; its refresh is done, so the window gate passes at once" if choice.refreshed else ""))
+            context["ti"].xcom_push(key="refreshed", value=choice.refreshed)
             return choice.batch
 
         spark_args = {"conn_id": "spark_default", "application": SUBMIT, "conf": {"spark.ui.enabled": "false"},
@@ -251,7 +257,8 @@ def build_dag(root: Path) -> DAG:
                                                f"records it); trigger the night again with one")
                 notes = {"_window_override": {"reason": reason, "run_id": context["dag_run"].run_id,
                                               "at": pendulum.now("UTC").isoformat()}}
-            closes = pendulum.parse(window_of(project.window, context["dag_run"])[1])
+            refreshed = context["ti"].xcom_pull(task_ids="choose_batch", key="refreshed")
+            closes = pendulum.parse(window_of(project.window, context["dag_run"], refreshed)[1])
             if pendulum.now("UTC") > closes:
                 raise AirflowFailException(
                     f"batch {batch}: the batch window closed at {closes.isoformat()}; refresh did not start "

@@ -43,6 +43,9 @@ from spark_jobs.session import answers, server_conf
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 HOST = "127.0.0.1"
 WARM_UP_ROWS = 20_000
+# settings of the caller's environment the warm-up's scratch project must not take: a warehouse URL would send the
+# example's summary tables to the caller's warehouse
+SCRATCH_UNSET = ("NIGHTSHIFT_WAREHOUSE_URL", "NIGHTSHIFT_CRASH_AT", "NIGHTSHIFT_CRASH_ONCE", "NIGHTSHIFT_PAUSE_AT")
 
 
 def command(args) -> int:
@@ -138,7 +141,9 @@ def warm_up(folder: Path, url: str, rows: int = WARM_UP_ROWS) -> tuple[float, st
     t0 = time.monotonic()
     try:
         init_project(scratch, "retail", rows, nights=1)
-        env = dict(os.environ, NIGHTSHIFT_SPARK_REMOTE=url)
+        # the scratch project's own DuckDB file and no injected faults, whatever the caller's environment says
+        env = {k: v for k, v in os.environ.items() if k not in SCRATCH_UNSET}
+        env["NIGHTSHIFT_SPARK_REMOTE"] = url
         r = subprocess.run([sys.executable, "-m", "nightshift.cli", "run", "--project", str(scratch), "--pending"],
                            env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True)
         if r.returncode != 0:

@@ -24,6 +24,7 @@ class NightChoice:
     batch: str | None  # the night to run, or None: nothing to do
     why: str  # for the task log and the UI: what was found
     notes: tuple[str, ...] = ()  # what the working files hold that the applied layer does not (layer_notes)
+    refreshed: bool = False  # the night's refresh is in the ledger: its window has nothing left to do
 
 
 def pending_batches(landed: Iterable[str], applied: Iterable[str]) -> list[str]:
@@ -46,10 +47,11 @@ def next_night(landed: Sequence[str], applied: Sequence[str], nights: Sequence, 
     last = nights[-1] if nights else None
     if last is not None and wanted(last.batch_id) and not (last.validated_at and last.published_at):
         step = "validated" if not last.validated_at else "published"
-        return NightChoice(last.batch_id, f"batch {last.batch_id} is refreshed but not yet {step}")
+        return NightChoice(last.batch_id, f"batch {last.batch_id} is refreshed but not yet {step}", refreshed=True)
+    refreshed = {r.batch_id for r in nights}
     for b in pending_batches(landed, applied):
         if wanted(b):
-            return NightChoice(b, f"batch {b} is the next landed batch not yet applied")
+            return NightChoice(b, f"batch {b} is the next landed batch not yet applied", refreshed=b in refreshed)
     return NightChoice(None, f"no landed batch{span} is waiting: every one is applied"
                              + (" and published" if last is not None else ""))
 
@@ -64,7 +66,7 @@ def night_of(batch: str, landed: Sequence[str], applied: Sequence[str], nights: 
     if batch not in set(landed) and row is None:
         raise BadChangeBatch(f"batch {batch} has not landed: no folder lake/changes/<table>/batch_id={batch}; "
                              f"write it (nightshift load or nightshift capture) and trigger the night again")
-    return NightChoice(batch, f"batch {batch} was asked for")
+    return NightChoice(batch, f"batch {batch} was asked for", refreshed=row is not None)
 
 
 def choose(project, first: str = "", through: str = "", load: Callable | None = None) -> NightChoice:

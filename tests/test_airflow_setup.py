@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import stat
 import subprocess
 import sys
@@ -27,6 +28,47 @@ def check(home: Path, projects: list[Path], **extra: str) -> subprocess.Complete
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "NIGHTSHIFT_WAREHOUSE"))}
     env.update(AIRFLOW_HOME=str(home), NIGHTSHIFT_PROJECTS=os.pathsep.join(map(str, projects)), **extra)
     return subprocess.run([sys.executable, str(SCRIPT), "--check"], env=env, capture_output=True, text=True, timeout=300)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _script():
+    """bin/airflow-standalone as a module (its functions, without running it)."""
+    from importlib.machinery import SourceFileLoader
+    from importlib.util import module_from_spec, spec_from_loader
+
+    spec = spec_from_loader("airflow_standalone", SourceFileLoader("airflow_standalone", str(SCRIPT)))
+    module = module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_make_airflow_keeps_spark_warm_unless_told_otherwise(tmp_path, shop):
+    """What the DAGs' tasks run Spark on under make airflow: a warm Spark Connect server it starts, unless the
+    environment names one (or none: spark-submit per task), a Spark master, or a project its own server."""
+    script = _script()
+    warm = script.spark_choice({})
+    assert isinstance(warm, script.WarmSpark) and (warm.port, warm.master) == (15002, "local[2]")
+    assert warm.folder == ROOT / ".spark-connect"  # the one make spark-connect starts, taken over if it runs
+    warm = script.spark_choice({"NIGHTSHIFT_SPARK_CONNECT_PORT": "16002", "NIGHTSHIFT_SPARK_CONNECT_MASTER": "local[1]"})
+    assert (warm.port, warm.master) == (16002, "local[1]")
+    assert "spark-submit per task (NIGHTSHIFT_SPARK_REMOTE is empty)" in script.spark_choice({"NIGHTSHIFT_SPARK_REMOTE": ""})
+    assert "server at sc://10.0.0.5:15002" in script.spark_choice({"NIGHTSHIFT_SPARK_REMOTE": "sc://10.0.0.5:15002"})
+    master = json.dumps({"conn_type": "spark", "host": "spark://127.0.0.1", "port": 7077})
+    assert "AIRFLOW_CONN_SPARK_DEFAULT" in script.spark_choice({"AIRFLOW_CONN_SPARK_DEFAULT": master})
+    with pytest.raises(SystemExit, match="NIGHTSHIFT_SPARK_CONNECT_PORT='x' is not a port number"):
+        script.spark_choice({"NIGHTSHIFT_SPARK_CONNECT_PORT": "x"})
+    own = tmp_path / "own"
+    init_project(own, None, rows=0)
+    toml = own / "nightshift.toml"
+    toml.write_text(toml.read_text().replace('# remote = "sc://127.0.0.1:15002"', 'remote = "sc://10.0.0.5:15002"'))
+    assert script._own_remotes([str(shop)], warm) is warm
+    said = script._own_remotes([str(shop), str(own)], warm)
+    assert isinstance(said, str) and f"{own} name their Spark Connect server" in said
 
 
 @pytest.fixture(scope="module")
@@ -61,10 +103,15 @@ def airflow_pg_url():
 
 def test_check_sets_up_sqlite_metadata_and_finds_the_dags(tmp_path, shop):
     home = tmp_path / "airflow"
-    r = check(home, [shop])
+    port = _free_port()
+    r = check(home, [shop], NIGHTSHIFT_SPARK_CONNECT_PORT=str(port))
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "nightshift: DAGs nightshift__shop" in r.stdout
     assert f"metadata DB sqlite:///{home / 'airflow.db'}" in r.stdout
+    # make airflow would start a Spark Connect server for the tasks; --check says so and starts nothing
+    assert f"Spark for the DAGs' tasks: a Spark Connect server on 127.0.0.1:{port} (master local[2]), started" in r.stdout
+    with socket.socket() as s:
+        assert s.connect_ex(("127.0.0.1", port)) != 0
     assert (home / "airflow.db").is_file()
     for secret in ("jwt_secret", "api_secret_key"):  # shared by every component, private to the user
         assert stat.S_IMODE((home / secret).stat().st_mode) == 0o600

@@ -145,9 +145,10 @@ def test_dag_nights_reruns_order_and_window(tmp_path):
        it runs night 2, up to apply_base (validate and publish marked done without running);
     6. night 2's validate with a summary table corrupted: validate fails, publish does not run, nothing
        is published (no asset event, no published_at);
-    7. the corruption undone, a run with no conf (as the schedule starts it): the unvalidated night 2
-       comes before night 3; its propagate and apply-base tasks find their work done without starting
-       Spark, and it is validated and published;
+    7. the corruption undone, a run with no batch in its conf (as the schedule starts it) while the window
+       is far off and the last one closed: the unvalidated night 2 comes before night 3; its refresh is in
+       the ledger, so the window gate passes at once and the closed window stops nothing; its propagate and
+       apply-base tasks find their work done without starting Spark, and it is validated and published;
     8. night 3 after its window closed: refresh refuses to start, the tables stay at night 2;
     9. night 3 again with "ignore the batch window" and a reason: it runs, the reason is in the ledger;
     10. a run with no conf when every batch is done: skipped at once.
@@ -165,7 +166,7 @@ def test_dag_nights_reruns_order_and_window(tmp_path):
          "mark_success": "validate|publish"},
         {"label": "corrupted", "day": 1, "conf": {"batch_id": b[1]}, "mark_success": "(?!choose_batch$|validate$|publish$).*",
          "before_sql": corrupt},
-        {"label": "undone", "no_logical_date": True, "conf": {}, "before_sql": corrupt},
+        {"label": "undone", "no_logical_date": True, "conf": {"gate_in": 300, "closes_in": -60}, "before_sql": corrupt},
         {"label": "late", "day": 2, "conf": {"batch_id": b[2], "closes_in": -60}, "mark_success": "propagate_level_.*"},
         {"label": "override", "day": 2, "conf": {"batch_id": b[2], "closes_in": -60, "ignore_window": True,
                                                  "reason": "catching up after the outage"}},
@@ -212,7 +213,9 @@ def test_dag_nights_reruns_order_and_window(tmp_path):
     assert bad["tasks"]["validate"]["tries"] == 1  # wrong data is not retried: on-call is paged
     assert f"batch {b[1]}: summary table sR_sales (sR_sales__ns): check count_star_positive failed" in log
     assert run["undone"]["state"] == "success", (states(run["undone"]), log[-4000:])
-    assert f"choose_batch: batch {b[1]} is refreshed but not yet validated" in log
+    assert f"choose_batch: batch {b[1]} is refreshed but not yet validated; its refresh is done, so the window gate passes at once" in log
+    gate = run["undone"]["tasks"]["window_gate"]
+    assert stamp(gate["end"]) - stamp(gate["start"]) < pendulum.duration(seconds=60), gate
     assert run["undone"]["asset_events"] == [{"batch_id": b[1], "project": str(project)}]
     assert f"propagate: skipped (batch {b[1]} is already done); no Spark job started" in log
     assert f"apply-base: skipped (batch {b[1]} is already applied to the base); no Spark job started" in log
@@ -286,6 +289,14 @@ def test_batch_and_window_of_runs_with_and_without_a_logical_date(monkeypatch):
                           start_date=dt.datetime(2026, 11, 2, 14, tzinfo=utc))
     opens, closes = d.window_of(w, now)
     assert opens == "2026-11-02T14:00:00+00:00" and pendulum.parse(closes) > pendulum.now("UTC")
+    # a night already refreshed (nightshift run, or a run that stopped at validate) waits for no window and
+    # is not stopped by one that closed: the ledger has its refresh
+    done = SimpleNamespace(run_id="scheduled__5", conf={"gate_at": "2026-11-24T01:30:00+00:00",
+                                                        "window_closes_at": "2020-01-01T00:00:00+00:00"},
+                           start_date=dt.datetime(2026, 11, 2, 14, tzinfo=utc))
+    opens, closes = d.window_of(w, done, True)
+    assert opens == "2026-11-02T14:00:00+00:00" and pendulum.parse(closes) > pendulum.now("UTC")
+    assert d.window_of(w, done, False)[0] == "2026-11-24T01:30:00+00:00"
     with pytest.raises(ValueError, match="manual__2 has no logical date and no batch_id"):
         d.batch_of(SimpleNamespace(run_id="manual__2", conf=None, logical_date=None))
     # a batch id is checked before it reaches a path

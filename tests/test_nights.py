@@ -41,6 +41,13 @@ def test_an_unvalidated_or_unpublished_night_comes_first():
     assert choice.batch == "b2" and "not yet published" in choice.why
     refreshed = next_night(LANDED, ["b1"], [Row("b1"), Row("b2", validated_at=None, published_at=None)])
     assert refreshed.batch == "b2"  # refreshed, not yet applied to the base
+    assert choice.refreshed and refreshed.refreshed  # their window has nothing left to do: the DAG's gate passes
+
+
+def test_only_a_night_in_the_ledger_is_refreshed():
+    assert not next_night(LANDED, ["b1"], [Row("b1")]).refreshed
+    assert not night_of("b2", LANDED, ["b1"], [Row("b1")]).refreshed
+    assert night_of("b1", LANDED, ["b1"], [Row("b1", validated_at=None)]).refreshed
 
 
 def test_a_range_skips_done_nights_and_stops_at_its_end():

@@ -41,11 +41,15 @@ def nightshift(*args: str, remote: str | None = None, timeout: float = 300, **en
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """A Spark Connect server on a free port for the module (a long-lived JVM: full JIT, a small heap), warmed up
-    as make spark-connect does: the retail example's first two nights ran on it in a scratch project that is gone."""
+    as make spark-connect does: the retail example's first two nights ran on it in a scratch project that is gone,
+    with its own warehouse file whatever the caller's NIGHTSHIFT_WAREHOUSE_URL says."""
     folder = tmp_path_factory.mktemp("connect") / ".spark-connect"
     env = {"NIGHTSHIFT_DRIVER_MEMORY": "1g", "SPARK_SUBMIT_OPTS": ""}
-    r = nightshift("spark-connect", "start", "--warm-up", "--port", "0", "--dir", str(folder), **env)
+    elsewhere = folder.parent / "callers-warehouse.duckdb"
+    r = nightshift("spark-connect", "start", "--warm-up", "--port", "0", "--dir", str(folder), **env,
+                   NIGHTSHIFT_WAREHOUSE_URL=f"duckdb:///{elsewhere}")
     assert r.returncode == 0, r.stderr + r.stdout
+    assert not elsewhere.exists()  # the warm-up's summary tables never reach the caller's warehouse
     url = r.stdout.strip().splitlines()[-1]
     assert url.startswith("sc://127.0.0.1:") and "started" in r.stdout
     assert "spark-connect: warmed up in " in r.stdout and "warning" not in r.stderr, r.stderr + r.stdout
