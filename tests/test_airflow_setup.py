@@ -17,6 +17,7 @@ import pytest
 import sqlalchemy as sa
 from conftest import PG_URL
 
+from nightshift.connect import _free_port
 from nightshift.example import init_project
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,12 +29,6 @@ def check(home: Path, projects: list[Path], **extra: str) -> subprocess.Complete
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "NIGHTSHIFT_WAREHOUSE"))}
     env.update(AIRFLOW_HOME=str(home), NIGHTSHIFT_PROJECTS=os.pathsep.join(map(str, projects)), **extra)
     return subprocess.run([sys.executable, str(SCRIPT), "--check"], env=env, capture_output=True, text=True, timeout=300)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _script():
