@@ -27,7 +27,8 @@ else [warehouse] url.
 Every task is idempotent (the steps skip what the ledger and the lake say is done), so clearing and
 rerunning any task of any night is safe; max_active_runs=1 and the batch-order check of every step keep
 nights in order. Retries: NIGHTSHIFT_RETRIES (default 2), NIGHTSHIFT_RETRY_DELAY seconds apart (default
-120); a closed window and a failed validation are not retried (AirflowFailException).
+120); a closed window, a failed validation, a bad change batch, a batch out of order and a changed summary
+layer are not retried (AirflowFailException; runtime.errors.RETRY_CANNOT_FIX): a retry would meet the same.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # the DAG processor imports this file by path: the checkout's packages
 
 from nightshift import config  # noqa: E402
-from nightshift.airflow_ext import NightshiftSparkSubmit, load_project  # noqa: E402
+from nightshift.airflow_ext import NightshiftSparkSubmit, load_project, not_retried  # noqa: E402
 from nightshift.errors import BadChangeBatch  # noqa: E402
 from nightshift.plancache import plan_summary  # noqa: E402
 from runtime.lake import check_batch_id  # noqa: E402
@@ -101,8 +102,8 @@ DOCS = {
                     "broken since nightshift apply: the night runs the applied layer without them.",
     "propagate": "Computes summary-deltas of D-lattice level {k} ({points}) with Spark, outside the window; {next}. "
                  "Fails on a bad change batch (the message names table, column and row: fix or replace the batch, "
-                 "then clear this task) or a batch out of order (run the earlier night first). See {runbook}, "
-                 "'Rerun a failed night'.",
+                 "then clear this task) or a batch out of order (run the earlier night first), without retrying: "
+                 "a retry would meet the same. See {runbook}, 'Rerun a failed night'.",
     "window_gate": "Waits (deferred, no worker held) until the batch window of [window] opens. With 'ignore the batch "
                    "window' in the trigger form it passes at once, and so it does for a night whose refresh is already "
                    "done (nightshift run refreshed it, or an earlier run stopped after refresh).",
@@ -265,7 +266,12 @@ def build_dag(root: Path) -> DAG:
                     f"and the summary tables stay at the previous night (rerun in the next window, or trigger "
                     f"with 'ignore the batch window' and a reason)"
                 )
-            r = Cycle(load_project(root)).refresh(batch, notes)
+            from runtime.errors import RETRY_CANNOT_FIX
+
+            try:
+                r = Cycle(load_project(root)).refresh(batch, notes)
+            except RETRY_CANNOT_FIX as e:
+                raise not_retried(e) from None
             print(f"refresh {batch}: " + (f"skipped ({r.skipped})" if r.skipped else f"done in {r.seconds:.2f}s")
                   + (f"; outside the window: {notes['_window_override']['reason']}" if notes and not r.skipped else ""))
             return batch

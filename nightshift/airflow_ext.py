@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from runtime.errors import ConfigError, NightshiftError
+from runtime.errors import REFUSED_EXIT, RETRY_CANNOT_FIX, ConfigError, NightshiftError
 from nightshift import config
 from spark_jobs.packages import delta_conf
 
@@ -84,6 +84,7 @@ def connection_url(conn) -> str:
 
 
 QUIET_JAVA_OPTION = "spark.driver.extraJavaOptions"
+ERROR_PREFIX = "nightshift: error: "  # how submit.py (and the CLI) print a step's error
 
 
 class NightshiftSparkSubmit(SparkSubmitOperator):
@@ -119,8 +120,17 @@ class NightshiftSparkSubmit(SparkSubmitOperator):
                 and QUIET_JAVA_OPTION not in hook._conf):
             hook._conf = {**hook._conf, QUIET_JAVA_OPTION: f"-Dlog4j2.configurationFile={QUIET_LOG4J.as_uri()}"}
         process = hook._process_spark_submit_log
-        hook._process_spark_submit_log = lambda lines: process(line for line in lines if not JVM_NOISE.match(line))
+        hook._process_spark_submit_log = lambda lines: process(self._errors_seen(line for line in lines
+                                                                                if not JVM_NOISE.match(line)))
         return hook
+
+    def _errors_seen(self, lines):
+        """The spark-submit log's lines, passed on; the step's own error line (submit.py prints it) is kept."""
+        self._error = None
+        for line in lines:
+            if line.startswith(ERROR_PREFIX):
+                self._error = line.strip()[len(ERROR_PREFIX):]
+            yield line
 
     def _step(self) -> tuple[str, str, str, int | None]:
         """(step, project folder, batch, level) of the rendered application_args."""
@@ -144,6 +154,12 @@ class NightshiftSparkSubmit(SparkSubmitOperator):
             cycle.close()
 
     def execute(self, context):
+        try:
+            return self._execute(context)
+        except RETRY_CANNOT_FIX as e:  # found before any Spark (the batch's order, the plan): fail at once
+            raise not_retried(e) from None
+
+    def _execute(self, context):
         step, root, batch, level = self._step()
         project = load_project(root)  # the applied layer; the warehouse URL from the Airflow connection
         done = self.finished(project, step, batch, level)
@@ -157,14 +173,29 @@ class NightshiftSparkSubmit(SparkSubmitOperator):
             try:
                 print(run_step(project, step, batch, level))
             except NightshiftError as e:
-                raise RuntimeError(plain(str(e))) from None
+                raise (not_retried(e) if isinstance(e, RETRY_CANNOT_FIX) else RuntimeError(plain(str(e)))) from None
             return None
         url = warehouse_url_override(self.warehouse_conn_id)
-        if url is None:
-            return super().execute(context)
         rendered = self.env_vars
-        self.env_vars = {**(rendered or {}), WAREHOUSE_URL_ENV: url}
+        if url is not None:
+            self.env_vars = {**(rendered or {}), WAREHOUSE_URL_ENV: url}
         try:
             return super().execute(context)
+        except Exception:
+            submitted = getattr(self._hook, "_submit_sp", None)
+            if submitted is not None and submitted.returncode == REFUSED_EXIT:  # submit.py: a retry cannot fix it
+                raise not_retried(getattr(self, "_error", None) or f"{step} {batch} refused the night") from None
+            raise
         finally:
             self.env_vars = rendered
+
+
+def not_retried(error) -> Exception:
+    """The failure of a DAG task whose step refused the night (runtime.errors.RETRY_CANNOT_FIX: a bad change batch,
+    a batch out of order, a changed plan): Airflow fails the task without its retries, which would meet the same
+    refusal; the message is the step's own, which names what to fix."""
+    from airflow.exceptions import AirflowFailException
+    from nightshift.render import plain
+
+    return AirflowFailException(f"{plain(str(error))} (not retried: a retry meets the same refusal; fix the cause, "
+                                f"then clear the task)")

@@ -5,7 +5,9 @@ task; compact: the lake's tables compacted after the night, as the DAG's compact
 
 The master and resources come from spark-submit (the Airflow `spark_default` connection), so the
 same task runs on local[*] or on a spark:// cluster unchanged. spark-submit runs this file as a
-script, so the checkout goes on sys.path before the project's packages are imported.
+script, so the checkout goes on sys.path before the project's packages are imported. Exit code 0 done or
+skipped, 1 an error, 4 (runtime.errors.REFUSED_EXIT) an error a retry cannot fix (a bad change batch, a batch
+out of order, a changed plan): the DAG's task then fails without retrying.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from nightshift.capture import capture  # noqa: E402
 from nightshift.config import load_project  # noqa: E402
 from nightshift.cycle import Cycle  # noqa: E402
 from nightshift.render import plain  # noqa: E402
-from runtime.errors import NightshiftError  # noqa: E402
+from runtime.errors import REFUSED_EXIT, RETRY_CANNOT_FIX, NightshiftError  # noqa: E402
 from spark_jobs.session import get_spark  # noqa: E402
 
 
@@ -70,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except NightshiftError as e:
         print(f"nightshift: error: {plain(str(e))}", file=sys.stderr)
-        return 1
+        return REFUSED_EXIT if isinstance(e, RETRY_CANNOT_FIX) else 1
     finally:
         active = SparkSession.getActiveSession()
         if active is not None:

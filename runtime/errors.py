@@ -30,5 +30,13 @@ class PlanChanged(NightshiftError):
     """The summary definitions changed since the summary tables were materialized."""
 
 
+# A step that fails with one of these refused the night as it stands: the same batch against the same lake,
+# ledger and summary layer fails the same way, so a DAG task that meets one fails at once instead of retrying
+# (a rerun once the cause is fixed is safe). The others (an unreachable warehouse or Spark server) may pass later.
+RETRY_CANNOT_FIX = (BadChangeBatch, BatchOrderError, PlanChanged)
+# the exit code of a DAG's spark-submit step (nightshift/submit.py) that failed with one of RETRY_CANNOT_FIX
+REFUSED_EXIT = 4
+
+
 class InjectedCrash(RuntimeError):
     """Raised at a fault-injection checkpoint (tests only; see runtime.faults)."""

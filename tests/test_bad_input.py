@@ -173,6 +173,28 @@ def test_invalid_batch_id(project):
 # ------------------------------------------------------------------ order
 
 
+def test_a_dag_steps_refusal_has_its_own_exit_code_so_the_task_is_not_retried(tmp_path):
+    """nightshift/submit.py (what the DAG's spark-submit tasks run): a batch out of order exits 4, which the
+    DAG's task turns into a failure without retries; an error a retry may outlive (here an unreadable warehouse
+    setting stands for an unreachable server) exits 1. Neither starts Spark."""
+    root = make_project(tmp_path / "p", FIGURE_1)
+    model = Model()
+    gen = BatchGenerator(3, model)
+    for batch in ("b0000", "b0001"):
+        changes = gen.initial() if batch == "b0000" else gen.night()
+        write_changes(root, batch, changes)
+        model.apply(changes)
+    submit = [sys.executable, str(ROOT / "nightshift" / "submit.py"), "propagate", "--project", str(root)]
+    r = subprocess.run([*submit, "--batch", "b0001", "--level", "0"], capture_output=True, text=True)
+    assert r.returncode == 4 and "nightshift: error: batch b0001 is out of order: batch b0000 comes first" in r.stderr, \
+        (r.returncode, r.stderr[-2000:])
+    r = subprocess.run([*submit, "--batch", "b0000"], capture_output=True, text=True,
+                       env={**os.environ, "NIGHTSHIFT_WAREHOUSE_URL": "duckdb:////no/such/folder/w.duckdb"})
+    assert r.returncode == 1 and "unreachable" in r.stderr and "/no/such/folder" in r.stderr, (r.returncode, r.stderr[-2000:])
+    assert not (root / "lake" / "tables").exists()
+
+
+
 def test_already_applied_batch_is_a_noop(project):
     root, _ = project
     before = snapshot(root)

@@ -1,6 +1,8 @@
 """The Airflow DAG factory under real Airflow (`dag.test()`), in a subprocess with its own AIRFLOW_HOME:
 choose the night -> propagate, one spark-submit per D-lattice level -> window gate -> refresh -> apply-base
--> validate -> publish; the first run, ranges, reruns, batch order, the window and its override."""
+-> validate -> publish; the first run, the plan's cache, a project of every mode through an Airflow connection.
+The nights' order, ranges, reruns, the window and its override run the same DAG with its Spark steps on a warm
+Spark Connect server (tests/test_spark_connect.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,9 @@ from pathlib import Path
 from urllib.parse import quote, unquote
 
 import pendulum
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
 from conftest import PG_URL
@@ -32,9 +37,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def run_dag(tmp_path, project: Path, runs: list[dict], **env_vars: str | None) -> tuple[dict, subprocess.CompletedProcess]:
     """dag.test() runs of the project's DAG in a subprocess with a fresh AIRFLOW_HOME (tests/dag_run_script.py;
-    `runs` as its SPEC describes); env_vars set to None are removed. One retry, one second apart."""
+    `runs` as its SPEC describes); env_vars override the environment, and those set to None are removed. One
+    retry, one second apart, unless env_vars say otherwise."""
     env = dict(
-        os.environ,
         AIRFLOW_HOME=str(tmp_path / "airflow"),
         AIRFLOW__CORE__DAGS_FOLDER=str(ROOT / "dags"),
         AIRFLOW__CORE__LOAD_EXAMPLES="False",
@@ -44,9 +49,8 @@ def run_dag(tmp_path, project: Path, runs: list[dict], **env_vars: str | None) -
         NIGHTSHIFT_RETRY_DELAY="1",
         PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
         PYTHONPATH=str(ROOT),
-        **env_vars,
     )
-    env = {k: v for k, v in env.items() if v is not None}
+    env = {k: v for k, v in {**os.environ, **env, **env_vars}.items() if v is not None}
     spec, out = tmp_path / "spec.json", tmp_path / "result.json"
     spec.write_text(json.dumps({"runs": runs}))
     r = subprocess.run([sys.executable, str(ROOT / "tests" / "dag_run_script.py"), str(spec), str(out)],
@@ -132,118 +136,6 @@ def test_plan_is_compiled_once_per_inputs(tmp_path):
     edited = plan_summary(project)
     assert not edited["cached"] and edited["hash"] != first["hash"] and edited["levels"] == FIGURE_3_LEVELS[:2]
     assert plan_summary(project)["cached"]
-
-
-def test_dag_nights_reruns_order_and_window(tmp_path):
-    """Real Airflow, real spark-submit: one project, its nights through the DAG as the schedule, a data
-    engineer's backfill and an on-call engineer would run them.
-    1. night 2 before night 1: propagate refuses (batch order), refresh never runs;
-    2. night 1 with refresh crashing on its first try: the retry completes it, asset event published;
-    3. rerun the whole of night 1: choose_batch finds it done and every other task is skipped at once;
-    4. the window gate alone with the window 8 s away: it waits (deferred) until then;
-    5. a backfill of the range night 1 .. night 3 (triggered without a logical date): night 1 is done, so
-       it runs night 2, up to apply_base (validate and publish marked done without running);
-    6. night 2's validate with a summary table corrupted: validate fails, publish does not run, nothing
-       is published (no asset event, no published_at);
-    7. the corruption undone, a run with no batch in its conf (as the schedule starts it) while the window
-       is far off and the last one closed: the unvalidated night 2 comes before night 3; its refresh is in
-       the ledger, so the window gate passes at once and the closed window stops nothing; its propagate and
-       apply-base tasks find their work done without starting Spark, and it is validated and published;
-    8. night 3 after its window closed: refresh refuses to start, the tables stay at night 2;
-    9. night 3 again with "ignore the batch window" and a reason: it runs, the reason is in the ledger;
-    10. a run with no conf when every batch is done: skipped at once.
-    After all of it the warehouse equals recomputation and the ledger holds each night once."""
-    project = tmp_path / "retail"
-    b = init_project(project, "retail", rows=3000, nights=2)
-    crash = {"NIGHTSHIFT_CRASH_AT": "refresh:after_merge:SID_sales", "NIGHTSHIFT_CRASH_ONCE": str(tmp_path / "crashed")}
-    corrupt = [f'UPDATE "sR_sales__ns" SET "_ns_count" = -"_ns_count"']
-    runs = [
-        {"label": "out_of_order", "day": 1, "conf": {"batch_id": b[1]}},
-        {"label": "crash_once", "day": 0, "conf": {"batch_id": b[0]}, "env": crash},
-        {"label": "rerun_whole", "day": 0, "conf": {"batch_id": b[0]}},
-        {"label": "gate", "day": 1, "conf": {"batch_id": b[1], "gate_in": 8}, "mark_success": "(?!window_gate$).*"},
-        {"label": "range", "no_logical_date": True, "conf": {"batch_id": b[0], "through_batch": b[2]},
-         "mark_success": "validate|publish"},
-        {"label": "corrupted", "day": 1, "conf": {"batch_id": b[1]}, "mark_success": "(?!choose_batch$|validate$|publish$).*",
-         "before_sql": corrupt},
-        {"label": "undone", "no_logical_date": True, "conf": {"gate_in": 300, "closes_in": -60}, "before_sql": corrupt},
-        {"label": "late", "day": 2, "conf": {"batch_id": b[2], "closes_in": -60}, "mark_success": "propagate_level_.*"},
-        {"label": "override", "day": 2, "conf": {"batch_id": b[2], "closes_in": -60, "ignore_window": True,
-                                                 "reason": "catching up after the outage"}},
-        {"label": "all_done", "no_logical_date": True, "conf": {}},
-    ]
-    result, r = run_dag(tmp_path, project, runs)
-    log = r.stdout + r.stderr
-    assert result["import_errors"] == {} and result["dags"] == ["nightshift__retail"], log[-3000:]
-    run = result["runs"]
-    # the spark-submit tasks' logs are as quiet as nightshift run: nightshift's lines and Spark's errors only
-    assert "Spark-Submit cmd" in log and "spark_jobs/log4j2.properties" in log
-    noise = SPARK_LOG.search(log)
-    assert noise is None, log[max(0, noise.start() - 500):noise.end() + 500]
-
-    first = states(run["out_of_order"])
-    assert run["out_of_order"]["state"] == "failed" and first["propagate_level_0"] == "failed"
-    assert first["refresh"] == "upstream_failed" and first["publish"] == "upstream_failed"
-    assert f"batch {b[1]} is out of order: batch {b[0]} comes first" in log
-
-    assert run["crash_once"]["state"] == "success", (states(run["crash_once"]), log[-4000:])
-    assert set(states(run["crash_once"]).values()) == {"success"}
-    assert run["crash_once"]["tasks"]["refresh"]["tries"] == 2 and (tmp_path / "crashed").exists()
-    assert "injected crash at refresh:after_merge:SID_sales" in log
-    assert run["crash_once"]["asset_events"] == [{"batch_id": b[0], "project": str(project)}]
-
-    again = run["rerun_whole"]
-    assert again["state"] == "success" and states(again).pop("choose_batch") == "success"
-    assert {s for t, s in states(again).items() if t != "choose_batch"} == {"skipped"}
-    assert f"choose_batch: batch {b[0]} is already applied and published" in log
-
-    gate = run["gate"]["tasks"]["window_gate"]
-    opens = stamp(run["gate"]["conf"]["gate_at"])
-    assert run["gate"]["state"] == "success" and stamp(gate["start"]) < opens <= stamp(gate["end"])
-
-    ranged = run["range"]
-    assert ranged["state"] == "success", (states(ranged), log[-4000:])
-    assert f"choose_batch: batch {b[1]} is the next landed batch not yet applied" in log
-    assert ranged["rendered"]["propagate_level_0"]["application_args"][-3] == b[1]
-    assert stamp(ranged["tasks"]["refresh"]["start"]) >= stamp(ranged["conf"]["gate_at"])
-
-    bad = run["corrupted"]
-    assert bad["state"] == "failed" and states(bad)["validate"] == "failed", (states(bad), log[-4000:])
-    assert states(bad)["publish"] == "upstream_failed" and bad["asset_events"] == []
-    assert bad["tasks"]["validate"]["tries"] == 1  # wrong data is not retried: on-call is paged
-    assert f"batch {b[1]}: summary table sR_sales (sR_sales__ns): check count_star_positive failed" in log
-    assert run["undone"]["state"] == "success", (states(run["undone"]), log[-4000:])
-    assert f"choose_batch: batch {b[1]} is refreshed but not yet validated; its refresh is done, so the window gate passes at once" in log
-    gate = run["undone"]["tasks"]["window_gate"]
-    assert stamp(gate["end"]) - stamp(gate["start"]) < pendulum.duration(seconds=60), gate
-    assert run["undone"]["asset_events"] == [{"batch_id": b[1], "project": str(project)}]
-    assert f"propagate: skipped (batch {b[1]} is already done); no Spark job started" in log
-    assert f"apply-base: skipped (batch {b[1]} is already applied to the base); no Spark job started" in log
-    for task in ("propagate_level_0", "apply_base"):  # found done from the lake and the ledger: no spark-submit
-        ti = run["undone"]["tasks"][task]
-        assert stamp(ti["end"]) - stamp(ti["start"]) < pendulum.duration(seconds=20), (task, ti)
-
-    late = states(run["late"])
-    assert run["late"]["state"] == "failed" and late["refresh"] == "failed" and late["apply_base"] == "upstream_failed"
-    assert run["late"]["tasks"]["refresh"]["tries"] == 1  # a closed window is not retried
-    assert "window closed" in log
-    override = run["override"]
-    assert override["state"] == "success" and set(states(override).values()) == {"success"}, (states(override), log[-4000:])
-    assert f"refresh {b[2]}: done" in log and "outside the window: catching up after the outage" in log
-
-    done = run["all_done"]
-    assert done["state"] == "success" and {s for t, s in states(done).items() if t != "choose_batch"} == {"skipped"}
-    assert "no landed batch is waiting: every one is applied and published" in log
-
-    cycle = Cycle(load_project(project), progress=lambda _: None)
-    assert [cycle.status(x) for x in b] == ["done", "done", "done"]
-    nights = [row for row in cycle.warehouse.ledger() if row.kind == "batch"]
-    assert [row.batch_id for row in nights] == b
-    assert all(row.validated_at and row.published_at for row in nights)  # all published, by their publish tasks
-    assert nights[2].stats["_window_override"]["reason"] == "catching up after the outage"
-    assert "_window_override" not in nights[1].stats
-    assert check_all(cycle.plan, cycle.lake, cycle.warehouse.read_view) == []
-    cycle.close()
 
 
 def test_window_of_a_night_and_of_a_backfill():
@@ -349,7 +241,8 @@ def test_dag_keeps_every_mode_through_an_airflow_connection_and_stops_at_an_unap
     """The DAG over a project with a view of every mode (computed key, grand total, HAVING, nested,
     auxiliary, recompute), its warehouse a PostgreSQL schema named by an Airflow connection ([warehouse]
     airflow_conn_id): two nights end to end, validated and published, every view equal to recomputation,
-    the nested view in a later propagate task than the view it reads. Refresh and validate (in the task)
+    the nested view in a later propagate task than the view it reads; a third night whose batch holds a file of
+    the wrong type fails in its spark-submit child at once, without retrying. Refresh and validate (in the task)
     and propagate and apply-base (spark-submit children, through NIGHTSHIFT_WAREHOUSE_URL) all use the
     connection; its password shows up in no log, no output and no rendered template field. Then a view
     file is added and a broken one too: the next night's first propagate step runs the applied layer, the
@@ -368,10 +261,28 @@ def test_dag_keeps_every_mode_through_an_airflow_connection_and_stops_at_an_unap
     assert modes["region_items"] == "auxiliary" and modes["sCD_sales"] == "auxiliary"
     password = "Night/Shift@pw-7f3e"
     conn = _airflow_connection(project, schema, password)
-    result, r = run_dag(_fresh(tmp_path / "a"), project, [{"label": f"n{i}", "day": i, "conf": {"batch_id": b[i]}} for i in (0, 1)],
-                        AIRFLOW_CONN_NS_WAREHOUSE=conn, NIGHTSHIFT_WAREHOUSE_URL=None)
+    runs = [{"label": f"n{i}", "day": i, "conf": {"batch_id": b[i]}} for i in (0, 1)]
+    runs += [{"label": "bad", "day": 2, "conf": {"batch_id": b[2]}}]  # with a file of the wrong type, below
+    changes = project / "lake" / "changes" / "pos" / f"batch_id={b[2]}"
+    good = pq.read_table(next(changes.glob("*.parquet")))
+    bad_file = changes / "part-bad.parquet"
+    pq.write_table(good.set_column(good.schema.get_field_index("qty"), "qty", pc.cast(good["qty"], pa.string())), bad_file)
+    result, r = run_dag(_fresh(tmp_path / "a"), project, runs, AIRFLOW_CONN_NS_WAREHOUSE=conn, NIGHTSHIFT_WAREHOUSE_URL=None)
     log = r.stdout + r.stderr
     assert result["import_errors"] == {} and result["dags"] == ["nightshift__retail"], log[-3000:]
+    # the spark-submit tasks' logs are as quiet as nightshift run: nightshift's lines and Spark's errors only
+    assert "Spark-Submit cmd" in log and "spark_jobs/log4j2.properties" in log
+    noise = SPARK_LOG.search(log)
+    assert noise is None, log[max(0, noise.start() - 500):noise.end() + 500]
+    # a bad change batch found in the spark-submit child fails its task at once with the step's own error (a
+    # retry would meet the same: NIGHTSHIFT_RETRIES=1 here), and nothing after it runs
+    bad = states(result["runs"]["bad"])
+    assert result["runs"]["bad"]["state"] == "failed" and bad["propagate_level_0"] == "failed", bad
+    assert result["runs"]["bad"]["tasks"]["propagate_level_0"]["tries"] == 1, log[-4000:]
+    assert bad["refresh"] == "upstream_failed" and bad["publish"] == "upstream_failed"
+    assert re.search(rf"batch {b[2]}: .*part-bad\.parquet: column qty .*\(not retried: a retry meets the same refusal",
+                     log), log[-4000:]
+    bad_file.unlink()
     for i in (0, 1):
         assert result["runs"][f"n{i}"]["state"] == "success", (states(result["runs"][f"n{i}"]), log[-4000:])
     docs = result["docs"]

@@ -1,6 +1,7 @@
 """Spark kept warm between commands: a real Spark Connect server started by `nightshift spark-connect start`,
 nights run through the command line with [spark] remote (NIGHTSHIFT_SPARK_REMOTE) pointing at it, and every
-summary table equal to its recomputation afterwards.
+summary table equal to its recomputation afterwards; and the Airflow DAG's nights (batch order, reruns, a
+backfill of a range, the window and its override) with their Spark steps on it.
 
 Every command runs in a subprocess, as a user or an Airflow task runs it: a process that opened a Spark
 Connect session stays in Spark Connect mode, and this test process keeps its local session for other tests.
@@ -15,6 +16,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pendulum
 import pyarrow.parquet as pq
 import pytest
 
@@ -208,28 +210,118 @@ def test_a_remote_that_does_not_answer_or_is_no_url_is_refused(tmp_path):
 
 
 @slow
-def test_dag_nights_run_their_spark_steps_in_the_task_on_the_server(server, tmp_path):
-    """With NIGHTSHIFT_SPARK_REMOTE in the workers' environment, the DAG's propagate and apply-base tasks run
-    their steps in the task's own process against the server: no spark-submit starts, and after two nights
-    every summary table equals recomputation."""
-    from test_dags import run_dag, states
+def test_dag_nights_reruns_order_and_window(server, tmp_path):
+    """Real Airflow, the DAG's Spark steps on the server (NIGHTSHIFT_SPARK_REMOTE in the workers' environment:
+    propagate and apply-base run in the task's own process, no spark-submit starts): one project, its nights
+    through the DAG as the schedule, a data engineer's backfill and an on-call engineer would run them.
+    1. night 2 before night 1: propagate refuses (batch order) without retrying, refresh never runs;
+    2. night 1 with refresh crashing on its first try: the retry completes it, asset event published;
+    3. rerun the whole of night 1: choose_batch finds it done and every other task is skipped at once;
+    4. the window gate alone with the window 8 s away: it waits (deferred) until then;
+    5. a backfill of the range night 1 .. night 3 (triggered without a logical date): night 1 is done, so
+       it runs night 2, up to apply_base (validate and publish marked done without running);
+    6. night 2's validate with a summary table corrupted: validate fails, publish does not run, nothing
+       is published (no asset event, no published_at);
+    7. the corruption undone, a run with no batch in its conf (as the schedule starts it) while the window
+       is far off and the last one closed: the unvalidated night 2 comes before night 3; its refresh is in
+       the ledger, so the window gate passes at once and the closed window stops nothing; its propagate and
+       apply-base tasks find their work done without starting Spark, and it is validated and published;
+    8. night 3 after its window closed: refresh refuses to start, the tables stay at night 2;
+    9. night 3 again with "ignore the batch window" and a reason: it runs, the reason is in the ledger;
+    10. a run with no conf when every batch is done: skipped at once.
+    After all of it the warehouse equals recomputation and the ledger holds each night once."""
+    from test_dags import run_dag, stamp, states
 
     project = tmp_path / "retail"
-    batches = init_project(project, "retail", rows=2000, nights=1)
-    (tmp_path / "af").mkdir()
-    runs = [{"label": f"n{i}", "conf": {"batch_id": b}} for i, b in enumerate(batches)]
-    result, r = run_dag(tmp_path / "af", project, runs, NIGHTSHIFT_SPARK_REMOTE=server["url"])
+    b = init_project(project, "retail", rows=3000, nights=2)
+    crash = {"NIGHTSHIFT_CRASH_AT": "refresh:after_merge:SID_sales", "NIGHTSHIFT_CRASH_ONCE": str(tmp_path / "crashed")}
+    corrupt = [f'UPDATE "sR_sales__ns" SET "_ns_count" = -"_ns_count"']
+    runs = [
+        {"label": "out_of_order", "day": 1, "conf": {"batch_id": b[1]}},
+        {"label": "crash_once", "day": 0, "conf": {"batch_id": b[0]}, "env": crash},
+        {"label": "rerun_whole", "day": 0, "conf": {"batch_id": b[0]}},
+        {"label": "gate", "day": 1, "conf": {"batch_id": b[1], "gate_in": 8}, "mark_success": "(?!window_gate$).*"},
+        {"label": "range", "no_logical_date": True, "conf": {"batch_id": b[0], "through_batch": b[2]},
+         "mark_success": "validate|publish"},
+        {"label": "corrupted", "day": 1, "conf": {"batch_id": b[1]}, "mark_success": "(?!choose_batch$|validate$|publish$).*",
+         "before_sql": corrupt},
+        {"label": "undone", "no_logical_date": True, "conf": {"gate_in": 300, "closes_in": -60}, "before_sql": corrupt},
+        {"label": "late", "day": 2, "conf": {"batch_id": b[2], "closes_in": -60}, "mark_success": "propagate_level_.*"},
+        {"label": "override", "day": 2, "conf": {"batch_id": b[2], "closes_in": -60, "ignore_window": True,
+                                                 "reason": "catching up after the outage"}},
+        {"label": "all_done", "no_logical_date": True, "conf": {}},
+    ]
+    result, r = run_dag(tmp_path, project, runs, NIGHTSHIFT_SPARK_REMOTE=server["url"])
     log = r.stdout + r.stderr
-    for i in range(len(batches)):
-        run = result["runs"][f"n{i}"]
-        assert run["state"] == "success" and set(states(run).values()) == {"success"}, (states(run), log[-4000:])
-    assert f"connecting to Spark ({server['url']})" in log and f"propagate --level 0 {batches[1]}: done in" in log
+    assert result["import_errors"] == {} and result["dags"] == ["nightshift__retail"], log[-3000:]
+    run = result["runs"]
+    assert f"connecting to Spark ({server['url']})" in log and f"propagate --level 0 {b[1]}: done in" in log
     assert "Spark-Submit cmd" not in log and "starting Spark" not in log
+
+    first = states(run["out_of_order"])
+    assert run["out_of_order"]["state"] == "failed" and first["propagate_level_0"] == "failed"
+    assert first["refresh"] == "upstream_failed" and first["publish"] == "upstream_failed"
+    assert f"batch {b[1]} is out of order: batch {b[0]} comes first" in log
+    assert run["out_of_order"]["tasks"]["propagate_level_0"]["tries"] == 1  # a retry would meet the same refusal
+
+    assert run["crash_once"]["state"] == "success", (states(run["crash_once"]), log[-4000:])
+    assert set(states(run["crash_once"]).values()) == {"success"}
+    assert run["crash_once"]["tasks"]["refresh"]["tries"] == 2 and (tmp_path / "crashed").exists()
+    assert "injected crash at refresh:after_merge:SID_sales" in log
+    assert run["crash_once"]["asset_events"] == [{"batch_id": b[0], "project": str(project)}]
+
+    again = run["rerun_whole"]
+    assert again["state"] == "success" and states(again).pop("choose_batch") == "success"
+    assert {s for t, s in states(again).items() if t != "choose_batch"} == {"skipped"}
+    assert f"choose_batch: batch {b[0]} is already applied and published" in log
+
+    gate = run["gate"]["tasks"]["window_gate"]
+    opens = stamp(run["gate"]["conf"]["gate_at"])
+    assert run["gate"]["state"] == "success" and stamp(gate["start"]) < opens <= stamp(gate["end"])
+
+    ranged = run["range"]
+    assert ranged["state"] == "success", (states(ranged), log[-4000:])
+    assert f"choose_batch: batch {b[1]} is the next landed batch not yet applied" in log
+    assert ranged["rendered"]["propagate_level_0"]["application_args"][-3] == b[1]
+    assert stamp(ranged["tasks"]["refresh"]["start"]) >= stamp(ranged["conf"]["gate_at"])
+
+    bad = run["corrupted"]
+    assert bad["state"] == "failed" and states(bad)["validate"] == "failed", (states(bad), log[-4000:])
+    assert states(bad)["publish"] == "upstream_failed" and bad["asset_events"] == []
+    assert bad["tasks"]["validate"]["tries"] == 1  # wrong data is not retried: on-call is paged
+    assert f"batch {b[1]}: summary table sR_sales (sR_sales__ns): check count_star_positive failed" in log
+    assert run["undone"]["state"] == "success", (states(run["undone"]), log[-4000:])
+    assert f"choose_batch: batch {b[1]} is refreshed but not yet validated; its refresh is done, so the window gate passes at once" in log
+    gate = run["undone"]["tasks"]["window_gate"]
+    assert stamp(gate["end"]) - stamp(gate["start"]) < pendulum.duration(seconds=60), gate
+    assert run["undone"]["asset_events"] == [{"batch_id": b[1], "project": str(project)}]
+    assert f"propagate: skipped (batch {b[1]} is already done); no Spark job started" in log
+    assert f"apply-base: skipped (batch {b[1]} is already applied to the base); no Spark job started" in log
+    for task in ("propagate_level_0", "apply_base"):  # found done from the lake and the ledger: no Spark step
+        ti = run["undone"]["tasks"][task]
+        assert stamp(ti["end"]) - stamp(ti["start"]) < pendulum.duration(seconds=20), (task, ti)
+
+    late = states(run["late"])
+    assert run["late"]["state"] == "failed" and late["refresh"] == "failed" and late["apply_base"] == "upstream_failed"
+    assert run["late"]["tasks"]["refresh"]["tries"] == 1  # a closed window is not retried
+    assert "window closed" in log
+    override = run["override"]
+    assert override["state"] == "success" and set(states(override).values()) == {"success"}, (states(override), log[-4000:])
+    assert f"refresh {b[2]}: done" in log and "outside the window: catching up after the outage" in log
+
+    done = run["all_done"]
+    assert done["state"] == "success" and {s for t, s in states(done).items() if t != "choose_batch"} == {"skipped"}
+    assert "no landed batch is waiting: every one is applied and published" in log
+
     cycle = Cycle(load_project(project), progress=lambda _: None)
-    try:
-        assert check_all(cycle.plan, cycle.lake, cycle.warehouse.read_view) == []
-    finally:
-        cycle.close()
+    assert [cycle.status(x) for x in b] == ["done", "done", "done"]
+    nights = [row for row in cycle.warehouse.ledger() if row.kind == "batch"]
+    assert [row.batch_id for row in nights] == b
+    assert all(row.validated_at and row.published_at for row in nights)  # all published, by their publish tasks
+    assert nights[2].stats["_window_override"]["reason"] == "catching up after the outage"
+    assert "_window_override" not in nights[1].stats
+    assert check_all(cycle.plan, cycle.lake, cycle.warehouse.read_view) == []
+    cycle.close()
 
 
 @slow
