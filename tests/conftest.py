@@ -45,8 +45,8 @@ SPLIT_MODULES = {"test_dags", "test_modes", "test_differential"}
 # ones start first and the last ones are short.
 SLOW_FIRST = [
     "tests/test_modes.py::test_every_mode",  # 209-292 each
-    "tests/test_dags.py::test_dag_keeps_every_mode",  # 248
-    "tests/test_spark_connect.py::",  # a warmed server, then the DAG's nights and the CLI's on it
+    "tests/test_dags.py::test_dag_keeps_every_mode",  # 246-275
+    "tests/test_spark_connect.py::",  # about 230: a warmed server (50), the DAG's nights (96), the CLI's on it
     "tests/test_holistic.py::",  # 102 + 97
     "tests/test_pg_ivm.py::",  # 96 views of a peer's suite, 4 project x backend runs
     "tests/test_getting_started.py::",  # the guide's commands, each a CLI process
