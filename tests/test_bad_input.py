@@ -194,7 +194,6 @@ def test_a_dag_steps_refusal_has_its_own_exit_code_so_the_task_is_not_retried(tm
     assert not (root / "lake" / "tables").exists()
 
 
-
 def test_already_applied_batch_is_a_noop(project):
     root, _ = project
     before = snapshot(root)
