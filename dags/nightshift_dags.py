@@ -50,6 +50,7 @@ from nightshift import config  # noqa: E402
 from nightshift.airflow_ext import NightshiftSparkSubmit, load_project, not_retried  # noqa: E402
 from nightshift.errors import BadChangeBatch  # noqa: E402
 from nightshift.plancache import plan_summary  # noqa: E402
+from runtime.errors import RETRY_CANNOT_FIX  # noqa: E402
 from runtime.lake import check_batch_id  # noqa: E402
 
 SUBMIT = str(REPO / "nightshift" / "submit.py")
@@ -266,8 +267,6 @@ def build_dag(root: Path) -> DAG:
                     f"and the summary tables stay at the previous night (rerun in the next window, or trigger "
                     f"with 'ignore the batch window' and a reason)"
                 )
-            from runtime.errors import RETRY_CANNOT_FIX
-
             try:
                 r = Cycle(load_project(root)).refresh(batch, notes)
             except RETRY_CANNOT_FIX as e:

@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from runtime.errors import REFUSED_EXIT, RETRY_CANNOT_FIX, ConfigError, NightshiftError
+from runtime.errors import ERROR_PREFIX, REFUSED_EXIT, RETRY_CANNOT_FIX, ConfigError, NightshiftError
 from nightshift import config
 from spark_jobs.packages import delta_conf
 
@@ -84,7 +84,6 @@ def connection_url(conn) -> str:
 
 
 QUIET_JAVA_OPTION = "spark.driver.extraJavaOptions"
-ERROR_PREFIX = "nightshift: error: "  # how submit.py (and the CLI) print a step's error
 
 
 class NightshiftSparkSubmit(SparkSubmitOperator):
@@ -156,7 +155,7 @@ class NightshiftSparkSubmit(SparkSubmitOperator):
     def execute(self, context):
         try:
             return self._execute(context)
-        except RETRY_CANNOT_FIX as e:  # found before any Spark (the batch's order, the plan): fail at once
+        except RETRY_CANNOT_FIX as e:  # in the task (the batch's order before any Spark, a step on the server)
             raise not_retried(e) from None
 
     def _execute(self, context):
@@ -172,8 +171,10 @@ class NightshiftSparkSubmit(SparkSubmitOperator):
 
             try:
                 print(run_step(project, step, batch, level))
+            except RETRY_CANNOT_FIX:
+                raise  # execute() fails the task without retries
             except NightshiftError as e:
-                raise (not_retried(e) if isinstance(e, RETRY_CANNOT_FIX) else RuntimeError(plain(str(e)))) from None
+                raise RuntimeError(plain(str(e))) from None
             return None
         url = warehouse_url_override(self.warehouse_conn_id)
         rendered = self.env_vars

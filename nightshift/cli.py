@@ -18,6 +18,7 @@ from nightshift.config import load_project
 from nightshift.errors import InjectedCrash, NightshiftError, UnsupportedView
 from nightshift.load import landed_info, load as load_batch
 from nightshift.nights import pending_batches
+from runtime.errors import ERROR_PREFIX
 from runtime.lake import Lake
 from runtime.night import NightPlan, plan_night
 from warehouse.store import Warehouse
@@ -39,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args) or 0
     except NightshiftError as e:
-        print(f"nightshift: error: {render.plain(str(e))}", file=sys.stderr)
+        print(ERROR_PREFIX + render.plain(str(e)), file=sys.stderr)
         return 1
     except InjectedCrash as e:
         print(f"nightshift: crashed: {e}", file=sys.stderr)

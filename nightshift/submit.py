@@ -24,7 +24,7 @@ from nightshift.capture import capture  # noqa: E402
 from nightshift.config import load_project  # noqa: E402
 from nightshift.cycle import Cycle  # noqa: E402
 from nightshift.render import plain  # noqa: E402
-from runtime.errors import REFUSED_EXIT, RETRY_CANNOT_FIX, NightshiftError  # noqa: E402
+from runtime.errors import ERROR_PREFIX, REFUSED_EXIT, RETRY_CANNOT_FIX, NightshiftError  # noqa: E402
 from spark_jobs.session import get_spark  # noqa: E402
 
 
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         print(run_step(load_project(args.project, "applied"), args.step, args.batch, args.level, session))
         return 0
     except NightshiftError as e:
-        print(f"nightshift: error: {plain(str(e))}", file=sys.stderr)
+        print(ERROR_PREFIX + plain(str(e)), file=sys.stderr)
         return REFUSED_EXIT if isinstance(e, RETRY_CANNOT_FIX) else 1
     finally:
         active = SparkSession.getActiveSession()

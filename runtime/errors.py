@@ -36,6 +36,8 @@ class PlanChanged(NightshiftError):
 RETRY_CANNOT_FIX = (BadChangeBatch, BatchOrderError, PlanChanged)
 # the exit code of a DAG's spark-submit step (nightshift/submit.py) that failed with one of RETRY_CANNOT_FIX
 REFUSED_EXIT = 4
+# how the command line and a DAG's spark-submit step print an error (the DAG's task finds it in the step's log)
+ERROR_PREFIX = "nightshift: error: "
 
 
 class InjectedCrash(RuntimeError):
