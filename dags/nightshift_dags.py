@@ -27,8 +27,9 @@ else [warehouse] url.
 Every task is idempotent (the steps skip what the ledger and the lake say is done), so clearing and
 rerunning any task of any night is safe; max_active_runs=1 and the batch-order check of every step keep
 nights in order. Retries: NIGHTSHIFT_RETRIES (default 2), NIGHTSHIFT_RETRY_DELAY seconds apart (default
-120); a closed window, a failed validation, a bad change batch, a batch out of order and a changed summary
-layer are not retried (AirflowFailException; runtime.errors.RETRY_CANNOT_FIX): a retry would meet the same.
+120); a closed window, a failed validation, a bad change batch, a batch out of order, a changed summary
+layer and a warehouse or lake not in the state the step needs are not retried (AirflowFailException;
+runtime.errors.RETRY_CANNOT_FIX): a retry would meet the same.
 """
 
 from __future__ import annotations
@@ -252,14 +253,14 @@ def build_dag(root: Path) -> DAG:
 
             conf = context["dag_run"].conf or {}
             notes = None
-            if conf.get("ignore_window"):
+            refreshed = context["ti"].xcom_pull(task_ids="choose_batch", key="refreshed")
+            if conf.get("ignore_window") and not refreshed:  # a night already refreshed needs no override
                 reason = str(conf.get("reason") or "").strip()
                 if not reason:
                     raise AirflowFailException(f"batch {batch}: 'ignore the batch window' needs a reason (the ledger "
                                                f"records it); trigger the night again with one")
                 notes = {"_window_override": {"reason": reason, "run_id": context["dag_run"].run_id,
                                               "at": pendulum.now("UTC").isoformat()}}
-            refreshed = context["ti"].xcom_pull(task_ids="choose_batch", key="refreshed")
             closes = pendulum.parse(window_of(project.window, context["dag_run"], refreshed)[1])
             if pendulum.now("UTC") > closes:
                 raise AirflowFailException(
@@ -305,8 +306,12 @@ def build_dag(root: Path) -> DAG:
             from nightshift.cycle import Cycle
 
             cycle = Cycle(load_project(root))
-            r = cycle.publish(batch)
-            cycle.close()
+            try:
+                r = cycle.publish(batch)
+            except RETRY_CANNOT_FIX as e:  # e.g. the night is not validated: clear validate, not publish
+                raise not_retried(e) from None
+            finally:
+                cycle.close()
             print(f"publish {batch}: " + (f"skipped ({r.skipped})" if r.skipped else f"published at {r.details['published_at']}"))
             extra = {"batch_id": batch, "project": str(root)}
             through = _range_of(context)[1]

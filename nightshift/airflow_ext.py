@@ -193,8 +193,8 @@ class NightshiftSparkSubmit(SparkSubmitOperator):
 
 def not_retried(error) -> Exception:
     """The failure of a DAG task whose step refused the night (runtime.errors.RETRY_CANNOT_FIX: a bad change batch,
-    a batch out of order, a changed plan): Airflow fails the task without its retries, which would meet the same
-    refusal; the message is the step's own, which names what to fix."""
+    a batch out of order, a changed plan, a warehouse not in the state the step needs): Airflow fails the task
+    without its retries, which would meet the same refusal; the message is the step's own, which names what to fix."""
     from airflow.exceptions import AirflowFailException
     from nightshift.render import plain
 

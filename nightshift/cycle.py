@@ -23,7 +23,7 @@ from typing import Any, Callable
 from nightshift import applied, render
 from nightshift.config import Project
 from lattice.layer import built_parents, changed_message
-from runtime.errors import BatchOrderError, ConfigError, PlanChanged, WarehouseError
+from runtime.errors import BatchOrderError, ConfigError, PlanChanged, WarehouseStateError
 from runtime.faults import checkpoint
 from runtime.lake import Lake, LakeState, check_batch_id
 from runtime.manifest import Manifest
@@ -143,7 +143,7 @@ class Cycle:
             return
         state = self.lake.state()
         if state.applied:
-            raise WarehouseError(
+            raise WarehouseStateError(
                 f"the warehouse at {mask(self.project.warehouse_url)} has no summary tables but the lake holds base data "
                 f"(through batch {state.last}); run nightshift materialize first"
             )
@@ -239,9 +239,9 @@ class Cycle:
         manifest = self.lake.read_manifest(batch)
         state = self.lake.state()
         if manifest is None:
-            raise WarehouseError(f"refresh {batch}: no summary-deltas for batch {batch}; run nightshift propagate --batch {batch} first")
+            raise WarehouseStateError(f"refresh {batch}: no summary-deltas for batch {batch}; run nightshift propagate --batch {batch} first")
         if manifest.plan != self.plan.fingerprint or not state.planned(manifest.night):
-            raise WarehouseError(
+            raise WarehouseStateError(
                 f"refresh {batch}: the summary-deltas of batch {batch} are stale (computed for another plan or base state); "
                 f"rerun nightshift propagate --batch {batch}"
             )
@@ -250,7 +250,7 @@ class Cycle:
             entry, step = manifest.delta(v.name), manifest.night.view(v.name)
             files = self.lake.delta_files(batch, entry.part) if entry else []
             if entry is None or (entry.rows and not files):
-                raise WarehouseError(f"refresh {batch}: summary-delta of {v.name} is missing; rerun nightshift propagate --batch {batch}")
+                raise WarehouseStateError(f"refresh {batch}: summary-delta of {v.name} is missing; rerun nightshift propagate --batch {batch}")
             deltas[v.name] = StagedDelta(files, entry.prefix, step.mode, step.reason, entry.columns)
         stats = self.warehouse.refresh(self.plan, batch, deltas, state.last or "", self.progress, self.refresh_hints(manifest),
                                       notes)
@@ -323,7 +323,7 @@ class Cycle:
         t0 = time.perf_counter()
         ledger = self.warehouse.ledger()
         if not ledger:
-            raise WarehouseError("apply: the warehouse has no summary tables yet; run nightshift materialize "
+            raise WarehouseStateError("apply: the warehouse has no summary tables yet; run nightshift materialize "
                                  "(or the first night, for a project that starts empty)")
         state = self.lake.state()
         if ledger[-1].position != (state.last or ""):

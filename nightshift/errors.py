@@ -12,4 +12,5 @@ from runtime.errors import (  # noqa: F401
     UnknownReference,
     UnsupportedView,
     WarehouseError,
+    WarehouseStateError,
 )

@@ -26,14 +26,21 @@ class WarehouseError(NightshiftError):
     """The warehouse is unreachable or not in the state a step needs."""
 
 
+class WarehouseStateError(WarehouseError):
+    """The warehouse is reachable, but it or the night's summary-deltas are not in the state the step needs (no
+    summary tables yet, summary-deltas missing or computed for another state, a summary table out of sync with
+    the base, a night not validated before publish): the message names the command that fixes it."""
+
+
 class PlanChanged(NightshiftError):
     """The summary definitions changed since the summary tables were materialized."""
 
 
 # A step that fails with one of these refused the night as it stands: the same batch against the same lake,
 # ledger and summary layer fails the same way, so a DAG task that meets one fails at once instead of retrying
-# (a rerun once the cause is fixed is safe). The others (an unreachable warehouse or Spark server) may pass later.
-RETRY_CANNOT_FIX = (BadChangeBatch, BatchOrderError, PlanChanged)
+# (a rerun once the cause is fixed is safe). The others (an unreachable warehouse or Spark server, a summary layer
+# applied beside the night) may pass later.
+RETRY_CANNOT_FIX = (BadChangeBatch, BatchOrderError, PlanChanged, WarehouseStateError)
 # the exit code of a DAG's spark-submit step (nightshift/submit.py) that failed with one of RETRY_CANNOT_FIX
 REFUSED_EXIT = 4
 # how the command line and a DAG's spark-submit step print an error (the DAG's task finds it in the step's log)

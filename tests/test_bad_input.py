@@ -19,7 +19,7 @@ import pytest
 
 from harness import ARROW, COLUMNS, FIGURE_1, BatchGenerator, Model, make_project, write_changes
 from lattice.sql import ident, literal
-from nightshift.errors import BadChangeBatch, BatchOrderError, ConfigError, UnsupportedView, WarehouseError
+from nightshift.errors import BadChangeBatch, BatchOrderError, ConfigError, UnsupportedView, WarehouseStateError
 from nightshift.config import load_project
 from nightshift.cycle import Cycle
 from nightshift.oracle import bag
@@ -194,6 +194,21 @@ def test_a_dag_steps_refusal_has_its_own_exit_code_so_the_task_is_not_retried(tm
     assert not (root / "lake" / "tables").exists()
 
 
+def test_a_dag_step_meeting_a_warehouse_not_in_its_state_is_not_retried(project):
+    """A warehouse without summary tables under a lake that holds base data (its file lost): the step exits 4
+    (no retry: a retry meets the same warehouse) with the command that fixes it, and changes nothing."""
+    root, model = project
+    write_raw(root, "pos", "b0002", good_pos_row(model), ARROW["pos"].append(pa.field("_op", pa.string())))
+    (root / "warehouse.duckdb").unlink()
+    lake = json.loads((root / "lake" / "tables" / "_state.json").read_text())
+    submit = [sys.executable, str(ROOT / "nightshift" / "submit.py"), "propagate", "--project", str(root)]
+    r = subprocess.run([*submit, "--batch", "b0002"], capture_output=True, text=True)
+    assert r.returncode == 4, (r.returncode, r.stderr[-2000:])
+    assert "has no summary tables but the lake holds base data (through batch b0001); run nightshift materialize" \
+        in r.stderr, r.stderr[-2000:]
+    assert json.loads((root / "lake" / "tables" / "_state.json").read_text()) == lake
+
+
 def test_already_applied_batch_is_a_noop(project):
     root, _ = project
     before = snapshot(root)
@@ -222,7 +237,7 @@ def test_refresh_before_propagate_and_apply_base_before_refresh_are_refused(proj
     write_raw(root, "pos", "b0002", good_pos_row(model), ARROW["pos"].append(pa.field("_op", pa.string())))
     before = snapshot(root)
     cycle = Cycle(load_project(root), spark=spark, progress=lambda _: None)
-    with pytest.raises(WarehouseError, match="propagate --batch b0002"):
+    with pytest.raises(WarehouseStateError, match="propagate --batch b0002"):  # a DAG task does not retry it
         cycle.refresh("b0002")
     with pytest.raises(BatchOrderError, match="not refreshed yet"):
         cycle.apply_base("b0002")
@@ -464,5 +479,5 @@ def test_a_summary_table_out_of_sync_is_refused_and_nothing_is_applied(project, 
         conn.exec_driver_sql(f"DELETE FROM {ident(cycle.warehouse.storage_name(view))} WHERE {group}")
     cycle.close()
     write_changes(root, "b0002", {"pos": [("delete", row)]})
-    expect_refused(spark, root, "b0002", WarehouseError, "refresh b0002", "view SID_sales", "out of sync",
+    expect_refused(spark, root, "b0002", WarehouseStateError, "refresh b0002", "view SID_sales", "out of sync",
                    "nightshift materialize", "nothing of batch b0002 was applied")

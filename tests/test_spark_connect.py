@@ -221,7 +221,8 @@ def test_dag_nights_reruns_order_and_window(server, tmp_path):
     5. a backfill of the range night 1 .. night 3 (triggered without a logical date): night 1 is done, so
        it runs night 2, up to apply_base (validate and publish marked done without running);
     6. night 2's validate with a summary table corrupted: validate fails, publish does not run, nothing
-       is published (no asset event, no published_at);
+       is published (no asset event, no published_at); night 2 again with "ignore the batch window" but no
+       reason: its refresh is done, so nothing is overridden and refresh passes;
     7. the corruption undone, a run with no batch in its conf (as the schedule starts it) while the window
        is far off and the last one closed: the unvalidated night 2 comes before night 3; its refresh is in
        the ledger, so the window gate passes at once and the closed window stops nothing; its propagate and
@@ -245,6 +246,7 @@ def test_dag_nights_reruns_order_and_window(server, tmp_path):
          "mark_success": "validate|publish"},
         {"label": "corrupted", "day": 1, "conf": {"batch_id": b[1]}, "mark_success": "(?!choose_batch$|validate$|publish$).*",
          "before_sql": corrupt},
+        {"label": "unreasoned", "day": 1, "conf": {"batch_id": b[1], "ignore_window": True}, "mark_success": "validate|publish"},
         {"label": "undone", "no_logical_date": True, "conf": {"gate_in": 300, "closes_in": -60}, "before_sql": corrupt},
         {"label": "late", "day": 2, "conf": {"batch_id": b[2], "closes_in": -60}, "mark_success": "propagate_level_.*"},
         {"label": "override", "day": 2, "conf": {"batch_id": b[2], "closes_in": -60, "ignore_window": True,
@@ -290,6 +292,9 @@ def test_dag_nights_reruns_order_and_window(server, tmp_path):
     assert states(bad)["publish"] == "upstream_failed" and bad["asset_events"] == []
     assert bad["tasks"]["validate"]["tries"] == 1  # wrong data is not retried: on-call is paged
     assert f"batch {b[1]}: summary table sR_sales (sR_sales__ns): check count_star_positive failed" in log
+    unreasoned = run["unreasoned"]  # "ignore the batch window" without a reason: nothing to override, refresh is done
+    assert unreasoned["state"] == "success" and states(unreasoned)["refresh"] == "success", (states(unreasoned), log[-4000:])
+    assert f"refresh {b[1]}: skipped" in log
     assert run["undone"]["state"] == "success", (states(run["undone"]), log[-4000:])
     assert f"choose_batch: batch {b[1]} is refreshed but not yet validated; its refresh is done, so the window gate passes at once" in log
     gate = run["undone"]["tasks"]["window_gate"]

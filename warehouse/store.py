@@ -24,7 +24,7 @@ from lattice.layer import LEDGER_KEY, LayerDiff, changed_message, describe, diff
 from lattice.refresh import delta_columns
 from lattice.sql import ident as q
 from lattice.sql import literal as lit
-from runtime.errors import PlanChanged, WarehouseError
+from runtime.errors import PlanChanged, WarehouseError, WarehouseStateError
 from runtime.faults import checkpoint
 from warehouse.dialects import Dialect, NewKeyConflict, dialect_for
 
@@ -158,12 +158,12 @@ class Warehouse:
                     f"AND kind = 'batch' ORDER BY seq DESC"
                 ).first()
             if row is None:
-                raise WarehouseError(f"publish {batch}: batch {batch} is not in the ledger of {mask(self.url)}; "
+                raise WarehouseStateError(f"publish {batch}: batch {batch} is not in the ledger of {mask(self.url)}; "
                                      f"run nightshift run --batch {batch}, then nightshift validate --batch {batch}")
             if row[2] is not None:
                 return _stamp(row[2]), False
             if row[1] is None:
-                raise WarehouseError(f"publish {batch}: batch {batch} has not passed validation (validated_at is empty); "
+                raise WarehouseStateError(f"publish {batch}: batch {batch} has not passed validation (validated_at is empty); "
                                      f"run nightshift validate --batch {batch} and fix what it reports first")
             stamp = self.dialect.run(conn, 
                 f"UPDATE {q(LEDGER)} SET published_at = CURRENT_TIMESTAMP WHERE seq = {int(row[0])} RETURNING published_at"
@@ -312,11 +312,11 @@ class Warehouse:
                 return None
             here = ledger[-1] if ledger else None
             if here is None:
-                raise WarehouseError(f"refresh {batch}: the warehouse has no summary tables yet; run nightshift materialize")
+                raise WarehouseStateError(f"refresh {batch}: the warehouse has no summary tables yet; run nightshift materialize")
             if here.plan != plan.fingerprint:
                 raise PlanChanged(f"refresh {batch}: " + changed_message(self.layer_diff(plan, ledger), here.plan, plan.fingerprint))
             if here.position != expected_position:
-                raise WarehouseError(
+                raise WarehouseStateError(
                     f"refresh {batch}: the summary-deltas were computed against base state {expected_position or 'empty'} "
                     f"but the summary tables are at {here.position or 'empty'}; rerun nightshift propagate --batch {batch}"
                 )
@@ -375,7 +375,7 @@ class Warehouse:
                 path, why = "insert_only", "a speculative new-key insert met an existing group; merged instead"
         inserted, updated, deleted, broken = d.merge_delta(conn, view, "__ns_delta", insert_only=path == "insert_only")
         if broken:
-            raise WarehouseError(
+            raise WarehouseStateError(
                 f"refresh {batch}: view {view.name}: {'' if broken < 0 else f'{broken} '}summary-delta group(s) remove rows "
                 f"from groups the summary table does not hold; the summary table is out of sync with the base: run "
                 f"nightshift materialize (nothing of batch {batch} was applied)"
@@ -416,8 +416,8 @@ class Warehouse:
             return "merge", "it is kept over another view's rows, whose changed groups replace their old rows", positive
         return "merge", "the batch deletes rows", positive
 
-    def _violated(self, view: View, batch: str, what: str) -> WarehouseError:
-        return WarehouseError(
+    def _violated(self, view: View, batch: str, what: str) -> WarehouseStateError:
+        return WarehouseStateError(
             f"refresh {batch}: view {view.name}: nightshift.toml [refresh] new_keys declares every summary-delta group "
             f"new, but {what}; nothing of batch {batch} was applied. Remove {view.name} from new_keys or fix the batch"
         )
