@@ -11,20 +11,16 @@ import sys
 import time
 from pathlib import Path
 
-from lattice.dlattice import build_lattice
-from lattice.passes.parse_schema import parse_schema
-from nightshift import applied, render
-from nightshift.config import load_project
-from nightshift.errors import InjectedCrash, NightshiftError, UnsupportedView
-from nightshift.load import landed_info, load as load_batch
-from nightshift.nights import pending_batches
-from runtime.errors import ERROR_PREFIX
-from runtime.lake import Lake
-from runtime.night import NightPlan, plan_night
-from warehouse.store import Warehouse
+from typing import TYPE_CHECKING
 
-# The modules that load PySpark and pandas (seconds of imports) are imported by the commands that use
-# them, so `init`, `load`, `plan` and `--help` answer at once.
+from runtime.errors import ERROR_PREFIX, InjectedCrash, NightshiftError
+
+if TYPE_CHECKING:
+    from runtime.lake import Lake
+    from runtime.night import NightPlan
+
+# Every module beyond the error types (the compiler, the warehouse layer, pyarrow, pandas, PySpark: a second
+# and more of imports) is imported by the command that uses it, so `--help` and `init` answer at once.
 
 EPILOG = "Docs: docs/ (make docs builds the site; start with docs/getting-started.md). Batches apply in id order; every step is safe to rerun."
 
@@ -40,7 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args) or 0
     except NightshiftError as e:
-        print(ERROR_PREFIX + render.plain(str(e)), file=sys.stderr)
+        from nightshift.render import plain
+
+        print(ERROR_PREFIX + plain(str(e)), file=sys.stderr)
         return 1
     except InjectedCrash as e:
         print(f"nightshift: crashed: {e}", file=sys.stderr)
@@ -180,6 +178,7 @@ def _spark_connect(args) -> int:
 def _cycle(args, layer: str = "applied"):
     """The project's Cycle: a night step runs the applied summary layer (what apply or materialize last built),
     materialize and apply the working files (nightshift/applied.py)."""
+    from nightshift.config import load_project
     from nightshift.cycle import Cycle
 
     return Cycle(load_project(args.project, layer))
@@ -207,6 +206,9 @@ def _init(args) -> int:
 
 
 def _load(args) -> int:
+    from nightshift.config import load_project
+    from nightshift.load import load as load_batch
+
     r = load_batch(load_project(args.project), args.batch, args.table, args.files, args.op)
     expanded = f" ({r.expanded} looked up by key)" if r.expanded else ""
     print(f"load {r.batch}: {r.rows} {r.op}(s) of {r.table}{expanded} written to {r.path} in {r.seconds:.2f}s")
@@ -214,6 +216,12 @@ def _load(args) -> int:
 
 
 def _plan(args) -> int:
+    from lattice.dlattice import build_lattice
+    from nightshift import applied, render
+    from nightshift.config import load_project
+    from nightshift.nights import pending_batches
+    from runtime.lake import Lake
+
     project = load_project(args.project)
     if not sorted((project.root / "sql" / "summaries").glob("*.sql")):
         return _empty_plan(project)
@@ -248,6 +256,8 @@ def _plan(args) -> int:
 def _refuse(project, rest, errors: list[str], what: str) -> None:
     """Every refusal of the project's working files at once (applied.compiling), naming each file; the nights
     keep running the applied layer meanwhile."""
+    from nightshift.errors import UnsupportedView
+
     if len(errors) == 1 and rest is None:  # not a view file (sql/schema.sql, nightshift.toml): the error as it is
         _ = project.plan  # raises it again
     if errors:
@@ -257,6 +267,8 @@ def _refuse(project, rest, errors: list[str], what: str) -> None:
 
 def _plan_short(project, lattice, night: NightPlan | None, preview: bool) -> None:
     """One line per view (its mode and why), the levels, and what nightshift apply would do."""
+    from nightshift import render
+
     plan = project.plan
     print(render.plan_short(plan, night, preview))
     used = {n.node for n in night.nodes} if night else {p.parent for p in lattice.parents}
@@ -269,6 +281,8 @@ def _plan_short(project, lattice, night: NightPlan | None, preview: bool) -> Non
 
 def _plan_explained(project, lattice, night: NightPlan | None, actual, preview: bool, manifest) -> None:
     """Every detail: the views' join trees and stored columns, the lattice, the research references."""
+    from nightshift import render
+
     plan = project.plan
     print(render.plan_text(plan, project.options, night))
     print("\nagainst the warehouse:\n" + "\n".join(_layer_lines(project)))
@@ -286,6 +300,8 @@ def _plan_explained(project, lattice, night: NightPlan | None, actual, preview: 
 
 def _empty_plan(project) -> int:
     """A project without summary views yet (as nightshift init leaves it): the schema still compiles."""
+    from lattice.passes.parse_schema import parse_schema
+
     schema_file = project.root / "sql" / "schema.sql"
     schema = parse_schema(schema_file.read_text(), "sql/schema.sql") if schema_file.is_file() else None
     tables = ", ".join(t.name for t in schema.base_tables) if schema else ""
@@ -297,6 +313,8 @@ def _empty_plan(project) -> int:
 
 def _routes_lines(project) -> list[str]:
     """Views whose MIN/MAX route the lake's measured table sizes would change (none before a base)."""
+    from runtime.lake import Lake
+
     lake = Lake(project.lake)
     state = lake.state()
     if not state.last:
@@ -308,6 +326,8 @@ def _night_of(project, batch: str | None) -> tuple[NightPlan | None, dict[str, i
     """The night's plan of `batch` as propagate wrote it (with its actual summary-delta rows once the
     manifest is there), or for a landed batch not propagated yet a preview costed with its sizes (third
     value True); without a batch, the last propagated batch of this plan; (None, None, False) before any."""
+    from runtime.lake import Lake
+
     lake = Lake(project.lake)
     fingerprint = project.plan.fingerprint
     if batch is not None:
@@ -327,6 +347,9 @@ def _night_of(project, batch: str | None) -> tuple[NightPlan | None, dict[str, i
 def _preview(project, lake: Lake, batch: str) -> NightPlan:
     """How propagate would plan landed batch `batch`: its rows per table and operation (the files' _op
     column, no Spark) over the lake's base as it is now."""
+    from nightshift.load import landed_info
+    from runtime.night import plan_night
+
     plan = project.plan
     state = lake.state()
     if batch in state.applied:
@@ -338,6 +361,8 @@ def _preview(project, lake: Lake, batch: str) -> NightPlan:
 
 
 def _apply(args) -> int:
+    from nightshift import applied
+    from nightshift.config import load_project
     from nightshift.cycle import Cycle
 
     project = load_project(args.project)
@@ -354,6 +379,8 @@ def _apply(args) -> int:
 def _layer_lines(project, explain: bool = True) -> list[str]:
     """What nightshift apply would do: the compiled views against the layer the warehouse's ledger
     describes; a line saying why not when the warehouse cannot be read."""
+    from warehouse.store import Warehouse
+
     if not project.warehouse_url:
         return ["(no warehouse url here: set NIGHTSHIFT_WAREHOUSE_URL to compare with the built summary tables)"]
     warehouse = Warehouse(project.warehouse_url, project.root)
@@ -409,6 +436,8 @@ def _compact(args) -> int:
 
 
 def _run(args) -> int:
+    from nightshift.nights import pending_batches
+
     cycle = _cycle(args)
     if not args.pending:
         results = cycle.run(args.batch)
@@ -457,6 +486,7 @@ def _night_summary(results) -> str:
 
 
 def _capture(args) -> int:
+    from nightshift.config import load_project
     from nightshift.capture import capture, chosen_sources
     from nightshift.cycle import stderr_progress
 
@@ -476,6 +506,7 @@ def _capture(args) -> int:
 
 
 def _migrate_lake(args) -> int:
+    from nightshift.config import load_project
     from nightshift.cycle import stderr_progress
     from nightshift.migrate import migrate_lake, old_format
     from runtime.lake import Lake
@@ -521,6 +552,7 @@ def _verify(args) -> int:
 
 
 def _validate(args) -> int:
+    from nightshift.config import load_project
     from nightshift.cycle import stderr_progress
     from nightshift.validate import validate_batch  # deferred: Great Expectations takes seconds to import
 
@@ -536,6 +568,10 @@ def _validate(args) -> int:
 
 
 def _status(args) -> int:
+    from nightshift import applied, render
+    from nightshift.config import load_project
+    from nightshift.nights import pending_batches
+
     cycle = _cycle(args)
     state = cycle.lake.state()
     ledger = cycle.warehouse.ledger()
@@ -568,6 +604,7 @@ def _status(args) -> int:
 
 
 def _demo(args) -> int:
+    from nightshift.config import load_project
     from nightshift.capture import capture
     from nightshift.cycle import Cycle
     from nightshift.example_sources import init_demo

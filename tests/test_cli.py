@@ -30,6 +30,16 @@ def test_top_level_help_lists_every_command():
         assert c in r.stdout
 
 
+def test_help_answers_without_loading_the_compiler_or_the_data_libraries():
+    """`nightshift --help` and a command's --help import none of the modules that take a second to import."""
+    code = ("import sys\nfrom nightshift.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in ('sqlglot', 'pyarrow', 'pandas', 'sqlalchemy', 'duckdb', 'pyspark') if m in sys.modules))")
+    for args in (["--help"], ["run", "--help"]):
+        r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        assert r.returncode == 0 and r.stdout.strip().splitlines()[-1] == "[]", (args, r.stdout[-500:], r.stderr[-2000:])
+
+
 @pytest.mark.parametrize("command", COMMANDS)
 def test_each_command_has_help(command):
     r = cli(command, "--help")
