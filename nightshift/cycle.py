@@ -29,12 +29,10 @@ from runtime.lake import Lake, LakeState, check_batch_id
 from runtime.manifest import Manifest
 from runtime.night import BatchInfo
 from runtime.options import Options
-from spark_jobs.apply_base import apply_base
-from spark_jobs.compact import compact, plan as compact_plan
-from spark_jobs.materialize import materialize, materialize_views, switch_layer_copies
-from spark_jobs.propagate import propagate
-from spark_jobs.session import get_spark
 from warehouse.store import RefreshHints, StagedDelta, Warehouse, mask
+
+# The Spark side (spark_jobs: PySpark, pandas) is imported by the steps that run it, so a step that needs no
+# Spark (status, refresh, validate, publish, a step found done) does not pay for its imports.
 
 
 def stderr_progress(msg: str) -> None:
@@ -88,6 +86,8 @@ class Cycle:
             self.progress(f"connecting to Spark ({self.project.spark_remote})")
         else:
             self.progress(f"starting Spark ({self.project.spark_master})")
+        from spark_jobs.session import get_spark
+
         return get_spark(self.project.spark_master, f"nightshift:{self.project.name}", self.project.spark_remote)
 
     @property
@@ -169,6 +169,8 @@ class Cycle:
         done = self._propagated(batch, level, state)
         if done:
             return StepResult("propagate" if level is None else f"propagate --level {level}", batch, skipped=done)
+        from spark_jobs.propagate import propagate
+
         result = propagate(self.spark, self.plan, self.lake, batch, state, self.options, self.progress, level)
         if isinstance(result, Manifest):
             self._batch_info = (batch, state, result.night.info)
@@ -180,6 +182,8 @@ class Cycle:
         and the ledger without Spark (the DAG's tasks check it before they start a Spark job); None when
         it must run. Raises BatchOrderError like the step itself would."""
         if step == "compact":
+            from spark_jobs.compact import plan as compact_plan
+
             if any(w.todo for w in compact_plan(self.lake, self.lake.state(), purge)):
                 return None
             return "no lake table has small files or deleted rows to compact"
@@ -272,6 +276,8 @@ class Cycle:
         info: BatchInfo | None = None
         if self._batch_info and self._batch_info[0] == batch and self._batch_info[1] == state:
             info = self._batch_info[2]
+        from spark_jobs.apply_base import apply_base
+
         details = apply_base(self.spark, self.plan, self.lake, batch, state, info, self.progress,
                              self.project.partitions, self.options.rewrite_below)
         return StepResult("apply-base", batch, seconds=time.perf_counter() - t0, details=details)
@@ -283,6 +289,8 @@ class Cycle:
         reason = self.finished("compact", purge=purge)
         if reason:
             return StepResult("compact", None, skipped=reason)
+        from spark_jobs.compact import compact
+
         details = compact(self.spark, self.lake, purge, self.progress)
         return StepResult("compact", None, seconds=time.perf_counter() - t0, details=details)
 
@@ -310,6 +318,8 @@ class Cycle:
         t0 = time.perf_counter()
         state = self.lake.state()
         out = self.lake.root / "materialized"
+        from spark_jobs.materialize import materialize
+
         views = materialize(self.spark, self.plan, self.lake, state, out, self.progress)
         self.warehouse.materialize(self.plan, {v.name: out / v.name for v in self.plan.views}, state.last or "", views)
         self._applied()
@@ -324,7 +334,7 @@ class Cycle:
         ledger = self.warehouse.ledger()
         if not ledger:
             raise WarehouseStateError("apply: the warehouse has no summary tables yet; run nightshift materialize "
-                                 "(or the first night, for a project that starts empty)")
+                                      "(or the first night, for a project that starts empty)")
         state = self.lake.state()
         if ledger[-1].position != (state.last or ""):
             raise BatchOrderError(
@@ -355,6 +365,8 @@ class Cycle:
                 self.progress(f"apply: {edge.upper}'s summary table exported ({n} rows) to build "
                               f"{', '.join(v for v, p in parents.items() if p[0].upper == edge.upper)} from it")
             built[name] = (edge, node, folder)
+        from spark_jobs.materialize import materialize_views, switch_layer_copies
+
         views, copies = materialize_views(self.spark, self.plan, self.lake, state, out, self.progress,
                                           only=frozenset(change.rebuild), built=built)
         stats = {**views, "_ns_copies": copies,
@@ -369,6 +381,8 @@ class Cycle:
 
     def _finish_apply(self, ledger) -> None:
         """The lake copies of the last nightshift apply, if a crash stopped it after its commit."""
+        from spark_jobs.materialize import switch_layer_copies
+
         last = ledger[-1]
         if last.kind == "apply" and switch_layer_copies(self.plan, self.lake, last.stats.get("_ns_copies") or {}):
             self.progress("apply: switched the lake copies of the last nightshift apply (it stopped after its commit)")

@@ -159,12 +159,12 @@ class Warehouse:
                 ).first()
             if row is None:
                 raise WarehouseStateError(f"publish {batch}: batch {batch} is not in the ledger of {mask(self.url)}; "
-                                     f"run nightshift run --batch {batch}, then nightshift validate --batch {batch}")
+                                          f"run nightshift run --batch {batch}, then nightshift validate --batch {batch}")
             if row[2] is not None:
                 return _stamp(row[2]), False
             if row[1] is None:
                 raise WarehouseStateError(f"publish {batch}: batch {batch} has not passed validation (validated_at is empty); "
-                                     f"run nightshift validate --batch {batch} and fix what it reports first")
+                                          f"run nightshift validate --batch {batch} and fix what it reports first")
             stamp = self.dialect.run(conn, 
                 f"UPDATE {q(LEDGER)} SET published_at = CURRENT_TIMESTAMP WHERE seq = {int(row[0])} RETURNING published_at"
             ).scalar()
