@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from runtime.errors import ERROR_PREFIX, InjectedCrash, NightshiftError
+from runtime.options import CONNECT_PORT, SPARK_MASTER
 
 if TYPE_CHECKING:
     from runtime.lake import Lake
@@ -155,8 +156,9 @@ def _parser() -> argparse.ArgumentParser:
             "uses it with [spark] remote = \"sc://127.0.0.1:PORT\" in nightshift.toml (or NIGHTSHIFT_SPARK_REMOTE), and "
             "its Spark steps then start no Spark of their own. start and stop are safe to repeat.", project=False)
     c.add_argument("action", choices=["start", "stop", "status"], help="status exits 3 when no server runs")
-    c.add_argument("--port", type=int, default=15002, help="the port to listen on (default 15002; 0 picks a free one)")
-    c.add_argument("--master", default="local[2]", help="the server's Spark master (default local[2]; spark://host:port "
+    c.add_argument("--port", type=int, default=CONNECT_PORT,
+                   help=f"the port to listen on (default {CONNECT_PORT}; 0 picks a free one)")
+    c.add_argument("--master", default=SPARK_MASTER, help=f"the server's Spark master (default {SPARK_MASTER}; spark://host:port "
                    "for a standalone cluster)")
     c.add_argument("--dir", default=os.environ.get("NIGHTSHIFT_SPARK_CONNECT_DIR", ".spark-connect"), metavar="DIR",
                    help="where the server's record, log and event log live (default .spark-connect in the current "

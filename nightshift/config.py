@@ -18,7 +18,7 @@ from lattice.ir import FunctionalDependency, Plan, UserAggregate
 from lattice.sql import ident, to_dialect
 from nightshift import applied
 from runtime.errors import ConfigError, UnsupportedView
-from runtime.options import Options
+from runtime.options import SPARK_MASTER, Options
 from warehouse.store import mask
 
 _FD = re.compile(r"^\s*([A-Za-z_][\w, ]*?)\s*->\s*([A-Za-z_][\w, ]*?)\s*$")
@@ -206,7 +206,7 @@ def load_project(root: str | Path, layer: str = "working") -> Project:
         root=root,
         lake=lake if lake.is_absolute() else root / lake,
         warehouse_url=url,
-        spark_master=_str(data, "spark", "master", "local[2]", toml_file),
+        spark_master=_str(data, "spark", "master", SPARK_MASTER, toml_file),
         window=Window(
             opens=str(window.get("opens", "01:00")),
             closes=str(window.get("closes", "05:00")),

@@ -23,6 +23,10 @@ from typing import Mapping
 
 from runtime.errors import ConfigError
 
+# the Spark master a project's steps and a Spark Connect server run on unless told ([spark] master, --master)
+SPARK_MASTER = "local[2]"
+# the port of a Spark Connect server: Spark's own default, the one a URL sc://host without a port means
+CONNECT_PORT = 15002
 DEFAULT_STATS_ROWS = 50_000
 # Below this much live Parquet, writing a lake table anew is one write job, where deleting by deletion
 # vectors is a DELETE or MERGE of its own (a dozen jobs, about 1-2 s whatever the table's size).

@@ -18,6 +18,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from runtime.errors import ConfigError
+from runtime.options import CONNECT_PORT, SPARK_MASTER
 from spark_jobs.packages import DELTA_PACKAGE, delta_conf, delta_jars
 
 QUIET_LOG4J = Path(__file__).resolve().parent / "log4j2.properties"
@@ -52,7 +53,7 @@ _HELD: list = []  # the session slots this process holds (their locks end with i
 _SLOTS = 32
 
 
-def get_spark(master: str | None = "local[2]", app: str = "nightshift", remote: str | None = None) -> SparkSession:
+def get_spark(master: str | None = SPARK_MASTER, app: str = "nightshift", remote: str | None = None) -> SparkSession:
     """Return the process's SparkSession (created on first use).
 
     master: the project's [spark] master (local[N], spark://host:port, yarn, k8s://...), or None to keep
@@ -198,7 +199,7 @@ def connect_address(url: str) -> tuple[str, int]:
     m = re.match(r"^sc://(\[[^\]]+\]|[^:/;]+)(?::(\d+))?/?(;.*)?$", url)
     if m is None:
         raise ConfigError(f"[spark] remote {url!r} is not a Spark Connect URL (sc://host:port, e.g. sc://127.0.0.1:15002)")
-    return m.group(1).strip("[]"), int(m.group(2) or 15002)
+    return m.group(1).strip("[]"), int(m.group(2) or CONNECT_PORT)
 
 
 def answers(host: str, port: int, timeout: float = 2.0) -> bool:
