@@ -488,8 +488,8 @@ def _night_summary(results) -> str:
 
 
 def _capture(args) -> int:
-    from nightshift.config import load_project
     from nightshift.capture import capture, chosen_sources
+    from nightshift.config import load_project
     from nightshift.cycle import stderr_progress
 
     project = load_project(args.project, "applied")  # the batch feeds the applied layer's nights
@@ -606,8 +606,8 @@ def _status(args) -> int:
 
 
 def _demo(args) -> int:
-    from nightshift.config import load_project
     from nightshift.capture import capture
+    from nightshift.config import load_project
     from nightshift.cycle import Cycle
     from nightshift.example_sources import init_demo
     from nightshift.oracle import check_all, compare
