@@ -25,7 +25,7 @@ from nightshift.config import Project
 from lattice.layer import built_parents, changed_message
 from runtime.errors import BatchOrderError, ConfigError, PlanChanged, WarehouseStateError
 from runtime.faults import checkpoint
-from runtime.lake import Lake, LakeState, check_batch_id
+from runtime.lake import Lake, LakeState, check_batch_id, switch_layer_copies
 from runtime.manifest import Manifest
 from runtime.night import BatchInfo
 from runtime.options import Options
@@ -365,7 +365,7 @@ class Cycle:
                 self.progress(f"apply: {edge.upper}'s summary table exported ({n} rows) to build "
                               f"{', '.join(v for v, p in parents.items() if p[0].upper == edge.upper)} from it")
             built[name] = (edge, node, folder)
-        from spark_jobs.materialize import materialize_views, switch_layer_copies
+        from spark_jobs.materialize import materialize_views
 
         views, copies = materialize_views(self.spark, self.plan, self.lake, state, out, self.progress,
                                           only=frozenset(change.rebuild), built=built)
@@ -381,8 +381,6 @@ class Cycle:
 
     def _finish_apply(self, ledger) -> None:
         """The lake copies of the last nightshift apply, if a crash stopped it after its commit."""
-        from spark_jobs.materialize import switch_layer_copies
-
         last = ledger[-1]
         if last.kind == "apply" and switch_layer_copies(self.plan, self.lake, last.stats.get("_ns_copies") or {}):
             self.progress("apply: switched the lake copies of the last nightshift apply (it stopped after its commit)")

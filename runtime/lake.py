@@ -55,7 +55,7 @@ import pyarrow.parquet as pq
 
 from lattice.dlattice import Statistics
 from lattice.emit import rel
-from lattice.ir import ColumnRef
+from lattice.ir import ColumnRef, Plan
 from runtime.capture import CAPTURE_VERSION, CaptureRecord
 from runtime.errors import BadChangeBatch, SchemaError
 from runtime.manifest import MANIFEST_VERSION, LevelRecord, Manifest
@@ -507,3 +507,15 @@ def parquet_columns(files) -> set[str]:
 def check_batch_id(batch: str) -> None:
     if not BATCH_ID.match(batch or ""):
         raise BadChangeBatch(f"batch id {batch!r} is not valid: batch ids match [A-Za-z0-9_-]+")
+
+
+def switch_layer_copies(plan: Plan, lake: Lake, copies: dict[str, int]) -> bool:
+    """After nightshift apply committed: the copies it wrote become current, and the copies of views no
+    nested view reads any more leave the lake's state, in one atomic switch. False when already so."""
+    current = lake.state()
+    keep = {t.name for t in plan.schema.base_tables} | {v.name for v in plan.copied_views}
+    versions = {**{k: v for k, v in current.versions.items() if k in keep}, **copies}
+    if versions == current.versions:
+        return False
+    lake.write_state(LakeState(current.applied, versions, current.partitions))
+    return True

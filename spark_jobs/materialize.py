@@ -133,18 +133,6 @@ def _switch_copies(lake: Lake, state: LakeState, copies: dict[str, int]) -> None
         lake.write_state(LakeState(current.applied, {**current.versions, **copies}, current.partitions))
 
 
-def switch_layer_copies(plan: Plan, lake: Lake, copies: dict[str, int]) -> bool:
-    """After nightshift apply committed: the copies it wrote become current, and the copies of views no
-    nested view reads any more leave the lake's state, in one atomic switch. False when already so."""
-    current = lake.state()
-    keep = {t.name for t in plan.schema.base_tables} | {v.name for v in plan.copied_views}
-    versions = {**{k: v for k, v in current.versions.items() if k in keep}, **copies}
-    if versions == current.versions:
-        return False
-    lake.write_state(LakeState(current.applied, versions, current.partitions))
-    return True
-
-
 def materialize_night(plan: Plan, lake: Lake, state: LakeState, options: Options) -> NightPlan:
     """The base as one batch inserting every base fact row: the night's plan that computes every
     summary table along the D-lattice (its parents costed with the base's sizes)."""
