@@ -67,7 +67,7 @@ spark-packages: $(STAMP)
 # two pytest-xdist workers, the slowest units of work first (tests/conftest.py); TEST_WORKERS=0 runs serially
 test: $(STAMP) postgres spark-packages docs
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=15 tests
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=30 tests
 
 # the compiler and every test that needs no Spark, no Airflow: about a minute
 test-fast: $(STAMP)
