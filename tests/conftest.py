@@ -112,7 +112,7 @@ def spark_session():
 
     master = "local[1]" if os.environ.get("PYTEST_XDIST_WORKER") else "local[2]"
     short = os.environ.get("SPARK_SUBMIT_OPTS") == SHORT_JVM_OPTS
-    if short:  # this JVM lives all session: C2's compiles pay for themselves
+    if short:  # this JVM lives all session: C2's compiles pay for themselves; and the parallel collector
         os.environ["SPARK_SUBMIT_OPTS"] = SESSION_JVM_OPTS
     try:
         session = get_spark(master, "nightshift-tests")

@@ -240,10 +240,10 @@ def _airflow_connection(project: Path, schema: str, password: str) -> str:
 def test_dag_keeps_every_mode_through_an_airflow_connection_and_stops_at_an_unapplied_change(tmp_path, pg_schemas, spark):
     """The DAG over a project with a view of every mode (computed key, grand total, HAVING, nested,
     auxiliary, recompute), its warehouse a PostgreSQL schema named by an Airflow connection ([warehouse]
-    airflow_conn_id): the initial load in this process, then a night end to end, validated and published, every
-    view equal to recomputation,
-    the nested view in a later propagate task than the view it reads; a third night whose batch holds a file of
-    the wrong type fails in its spark-submit child at once, without retrying. Refresh and validate (in the task)
+    airflow_conn_id): the initial load on this process's Spark, then a night end to end, validated and
+    published, every view equal to recomputation, the nested view in a later propagate task than the view it
+    reads; a third night whose batch holds a file of the wrong type fails in its spark-submit child at once,
+    without retrying. Refresh and validate (in the task)
     and propagate and apply-base (spark-submit children, through NIGHTSHIFT_WAREHOUSE_URL) all use the
     connection; its password shows up in no log, no output and no rendered template field. Then a view
     file is added and a broken one too: the next night's first propagate step runs the applied layer, the
@@ -262,8 +262,8 @@ def test_dag_keeps_every_mode_through_an_airflow_connection_and_stops_at_an_unap
     assert modes["region_items"] == "auxiliary" and modes["sCD_sales"] == "auxiliary"
     password = "Night/Shift@pw-7f3e"
     conn = _airflow_connection(project, schema, password)
-    # the initial load (3,000 rows) runs here, on this process's Spark: through the DAG it is the same tasks as the
-    # night after it, each a spark-submit of its own (about a minute and a half of the suite)
+    # the initial load (3,000 rows) runs here, on this process's Spark: through the DAG it was the same tasks as the
+    # night after it, each a spark-submit of its own (the test took 383-425 s in the suite with it, 271 s without)
     first = Cycle(dataclasses.replace(load_project(project), warehouse_url=url), spark=spark, progress=lambda _: None)
     first.run(b[0])
     first.close()
