@@ -243,11 +243,10 @@ def test_dag_keeps_every_mode_through_an_airflow_connection_and_stops_at_an_unap
     airflow_conn_id): the initial load on this process's Spark, then a night end to end, validated and
     published, every view equal to recomputation, the nested view in a later propagate task than the view it
     reads; a third night whose batch holds a file of the wrong type fails in its spark-submit child at once,
-    without retrying. Refresh and validate (in the task)
-    and propagate and apply-base (spark-submit children, through NIGHTSHIFT_WAREHOUSE_URL) all use the
-    connection; its password shows up in no log, no output and no rendered template field. Then a view
-    file is added and a broken one too: the next night's first propagate step runs the applied layer, the
-    DAG's plan leaves both out, and `nightshift status` names them."""
+    without retrying. Refresh and validate (in the task) and propagate and apply-base (spark-submit children,
+    through NIGHTSHIFT_WAREHOUSE_URL) all use the connection; its password shows up in no log, no output and no
+    rendered template field. Then a view file is added and a broken one too: the next night's first propagate
+    step runs the applied layer, the DAG's plan leaves both out, and `nightshift status` names them."""
     url = pg_schemas("airflow_conn")  # what the connection below must come to
     schema = unquote(url.split("search_path%3D")[1])
     project = tmp_path / "retail"
@@ -264,7 +263,8 @@ def test_dag_keeps_every_mode_through_an_airflow_connection_and_stops_at_an_unap
     conn = _airflow_connection(project, schema, password)
     # the initial load (3,000 rows) runs here, on this process's Spark: through the DAG it was the same tasks as the
     # night after it, each a spark-submit of its own (the test took 383-425 s in the suite with it, 271 s without)
-    first = Cycle(dataclasses.replace(load_project(project), warehouse_url=url), spark=spark, progress=lambda _: None)
+    on_pg = dataclasses.replace(load_project(project), warehouse_url=url)  # the project as the connection reaches it
+    first = Cycle(on_pg, spark=spark, progress=lambda _: None)
     first.run(b[0])
     first.close()
     runs = [{"label": "n1", "day": 1, "conf": {"batch_id": b[1]}}]
@@ -303,7 +303,7 @@ def test_dag_keeps_every_mode_through_an_airflow_connection_and_stops_at_an_unap
     seen = "\n".join([r.stdout, r.stderr, json.dumps(result), *logs])
     for secret in (password, quote(password, safe="")):
         assert secret not in seen
-    cycle = Cycle(dataclasses.replace(load_project(project), warehouse_url=url), progress=lambda _: None)
+    cycle = Cycle(on_pg, progress=lambda _: None)
     assert [cycle.status(x) for x in b[:2]] == ["done", "done"]
     assert check_all(cycle.plan, cycle.lake, cycle.warehouse.read_view) == []
     assert [row.published_at is not None for row in cycle.warehouse.ledger() if row.kind == "batch"] == [False, True]
