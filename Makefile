@@ -26,7 +26,7 @@ help:
 	@echo "make demo    - set up .venv and run the retail example ($(ROWS) rows, $(NIGHTS) nights) end to end"
 	@echo "make test    - bring up PostgreSQL on 127.0.0.1:5432 and run the test suite (layer contract + every test)"
 	@echo "make postgres - bring up PostgreSQL on 127.0.0.1:5432 only (installs and starts it if needed)"
-	@echo "make spark-packages - fetch the Spark packages the lake needs (Delta Lake) into Spark's package cache"
+	@echo "make spark-packages - fetch the Spark packages the lake needs (Delta Lake) into Spark's package cache, and write Spark's class-data archive"
 	@echo "make test-fast - the layer contract, the compiler and the tests without Spark or Airflow (about a minute)"
 	@echo "make docs    - build the documentation site into build/site (mkdocs --strict, offline)"
 	@echo "make bench   - run the benchmarks (writes bench/REPORT.md)"
@@ -60,7 +60,8 @@ postgres:
 
 # Delta Lake's jars (the lake's table format) from Maven Central into Spark's package cache
 # (~/.cache/nightshift/ivy, or NIGHTSHIFT_IVY_CACHE): once per machine, so the test workers, spark-submit and the
-# Spark Connect server resolve them from the cache instead of each downloading them at its first start
+# Spark Connect server resolve them from the cache instead of each downloading them at its first start; and the
+# class-data archive every later local Spark start maps (~/.cache/nightshift/jvm, spark_jobs/class_archive.py)
 spark-packages: $(STAMP)
 	$(BIN)/python bin/spark-packages
 

@@ -83,9 +83,6 @@ def connection_url(conn) -> str:
     return text
 
 
-QUIET_JAVA_OPTION = "spark.driver.extraJavaOptions"
-
-
 class NightshiftSparkSubmit(SparkSubmitOperator):
     """SparkSubmitOperator for nightshift/submit.py that hands the child the warehouse URL of Airflow
     connection `warehouse_conn_id` in NIGHTSHIFT_WAREHOUSE_URL. A step whose output is complete ends at
@@ -108,16 +105,18 @@ class NightshiftSparkSubmit(SparkSubmitOperator):
 
     def _get_hook(self):
         """spark-submit with the logging `nightshift run` has (spark_jobs.session.get_spark): in client mode
-        (the default: the driver is spark-submit's own JVM) the driver gets nightshift's quiet log4j2
-        configuration, unless NIGHTSHIFT_VERBOSE=1 or the task's conf sets the driver's Java options itself;
-        and the JVM's start-up notice, printed before any logging configuration, stays out of the task log.
+        (the default: the driver is spark-submit's own JVM) the driver gets the Java options a command's own
+        Spark gets (driver_java_options: the quiet log4j2 configuration unless NIGHTSHIFT_VERBOSE=1, the class-data
+        archive), unless the task's conf sets them itself; and the JVM's start-up notice, printed before any
+        logging configuration, stays out of the task log.
         Cluster deploy mode keeps spark-submit's own logging: the hook follows the driver's status in it."""
-        from spark_jobs.session import JVM_NOISE, QUIET_LOG4J  # PySpark: not at DAG parse time
+        from spark_jobs.session import DRIVER_JAVA_OPTIONS, JVM_NOISE, driver_java_options  # PySpark: not at parse time
 
         hook = super()._get_hook()
-        if (os.environ.get("NIGHTSHIFT_VERBOSE") != "1" and hook._connection.get("deploy_mode") != "cluster"
-                and QUIET_JAVA_OPTION not in hook._conf):
-            hook._conf = {**hook._conf, QUIET_JAVA_OPTION: f"-Dlog4j2.configurationFile={QUIET_LOG4J.as_uri()}"}
+        if hook._connection.get("deploy_mode") != "cluster" and DRIVER_JAVA_OPTIONS not in hook._conf:
+            options = driver_java_options()
+            if options:
+                hook._conf = {**hook._conf, DRIVER_JAVA_OPTIONS: options}
         process = hook._process_spark_submit_log
         hook._process_spark_submit_log = lambda lines: process(self._errors_seen(line for line in lines
                                                                                 if not JVM_NOISE.match(line)))

@@ -19,6 +19,7 @@ from pyspark.sql import SparkSession
 
 from runtime.errors import ConfigError
 from runtime.options import CONNECT_PORT, SPARK_MASTER
+from spark_jobs.class_archive import archive_options
 from spark_jobs.packages import DELTA_PACKAGE, delta_conf, delta_jars
 
 QUIET_LOG4J = Path(__file__).resolve().parent / "log4j2.properties"
@@ -51,6 +52,7 @@ _PLAN_CACHE = "spark.connect.session.planCache.enabled"
 _CONNECTED: dict[str, SparkSession] = {}  # this process's Spark Connect session, by URL
 _HELD: list = []  # the session slots this process holds (their locks end with it)
 _SLOTS = 32
+DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
 
 def get_spark(master: str | None = SPARK_MASTER, app: str = "nightshift", remote: str | None = None) -> SparkSession:
@@ -81,8 +83,10 @@ def get_spark(master: str | None = SPARK_MASTER, app: str = "nightshift", remote
     if os.environ.get("NIGHTSHIFT_SPARK_UI", "0") != "1" and "spark.ui.enabled" not in preset:
         builder = builder.config("spark.ui.enabled", "false")
     verbose = os.environ.get("NIGHTSHIFT_VERBOSE") == "1"
-    if not verbose and "spark.driver.extraJavaOptions" not in preset | _user_conf():
-        builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={QUIET_LOG4J.as_uri()}")
+    if _starts_jvm() and DRIVER_JAVA_OPTIONS not in _user_conf():
+        options = driver_java_options()
+        if options:
+            builder = builder.config(DRIVER_JAVA_OPTIONS, options)
     if not verbose:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no "hostname resolves to a loopback address" WARN
     with _filtered_stderr(not verbose and not os.environ.get("PYSPARK_GATEWAY_PORT")):
@@ -242,10 +246,20 @@ def server_conf() -> dict[str, str]:
     conf["spark.sql.codegen.cache.maxEntries"] = "1000"
     conf[_PLAN_CACHE] = "false"
     conf["spark.ui.enabled"] = "true" if os.environ.get("NIGHTSHIFT_SPARK_UI", "0") == "1" else "false"
-    if os.environ.get("NIGHTSHIFT_VERBOSE") != "1":
-        conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile={QUIET_LOG4J.as_uri()}"
+    options = driver_java_options(write_archive=False)  # a server lives for days: it maps an archive, never writes one
+    if options:
+        conf[DRIVER_JAVA_OPTIONS] = options
     conf.update(_user_pairs())
     return conf
+
+
+def driver_java_options(write_archive: bool = True) -> str:
+    """The Java options of a driver JVM that nightshift starts on this machine (a command's local Spark, a DAG
+    task's spark-submit in client mode, a Spark Connect server): the quiet log4j2 configuration unless
+    NIGHTSHIFT_VERBOSE=1, and the class-data archive (class_archive: mapped, or written at the JVM's exit when
+    `write_archive` and there is none yet). "" when there is nothing to add."""
+    options = [] if os.environ.get("NIGHTSHIFT_VERBOSE") == "1" else [f"-Dlog4j2.configurationFile={QUIET_LOG4J.as_uri()}"]
+    return " ".join(filter(None, [*options, archive_options(write_archive)]))
 
 
 def _user_pairs() -> list[tuple[str, str]]:
@@ -296,6 +310,14 @@ def _filtered_stderr(active: bool):
 def _user_conf() -> set[str]:
     """The keys NIGHTSHIFT_SPARK_CONF sets (they win over nightshift's own settings)."""
     return {p.partition("=")[0].strip() for p in os.environ.get("NIGHTSHIFT_SPARK_CONF", "").split(";") if p}
+
+
+def _starts_jvm() -> bool:
+    """This session's start starts the JVM (not under spark-submit, whose JVM is up; no earlier session in this
+    process, whose JVM stays)."""
+    from pyspark import SparkContext
+
+    return not os.environ.get("PYSPARK_GATEWAY_PORT") and SparkContext._gateway is None
 
 
 def _launcher_conf() -> set[str]:
