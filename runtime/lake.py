@@ -512,9 +512,16 @@ def check_batch_id(batch: str) -> None:
 def switch_layer_copies(plan: Plan, lake: Lake, copies: dict[str, int]) -> bool:
     """After nightshift apply committed: the copies it wrote become current, and the copies of views no
     nested view reads any more leave the lake's state, in one atomic switch. False when already so."""
-    current = lake.state()
     keep = {t.name for t in plan.schema.base_tables} | {v.name for v in plan.copied_views}
-    versions = {**{k: v for k, v in current.versions.items() if k in keep}, **copies}
+    return switch_copies(lake, copies, keep)
+
+
+def switch_copies(lake: Lake, copies: dict[str, int], keep: set[str] | None = None) -> bool:
+    """The lake copies just written (view -> Delta version) replace their old versions in one atomic write of
+    the lake's state (the base unchanged); with `keep`, the state's other tables outside it leave it. False,
+    and nothing written, when the state is already so (a rerun)."""
+    current = lake.state()
+    versions = {**{k: v for k, v in current.versions.items() if keep is None or k in keep}, **copies}
     if versions == current.versions:
         return False
     lake.write_state(LakeState(current.applied, versions, current.partitions))

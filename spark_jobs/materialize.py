@@ -14,7 +14,7 @@ from lattice.dlattice import lattice_shape
 from lattice.ir import Edge, LatticeNode, Plan
 from lattice.sql import ident, to_dialect
 from runtime import delta
-from runtime.lake import Lake, LakeState, parquet_rows
+from runtime.lake import Lake, LakeState, parquet_rows, switch_copies
 from runtime.night import BatchInfo, NightPlan, plan_night
 from runtime.options import Options
 from spark_jobs.changes import empty_frame, register_base
@@ -38,7 +38,7 @@ def materialize(
     if along_lattice_of is not None:
         return _along_lattice_views(spark, plan, lake, state, out_root, along_lattice_of, progress)
     views, copies = materialize_views(spark, plan, lake, state, out_root, progress)
-    _switch_copies(lake, state, copies)
+    switch_copies(lake, copies)
     return views
 
 
@@ -126,13 +126,6 @@ def _copy(spark: SparkSession, plan: Plan, lake: Lake, state: LakeState, view, o
     return {view.name: version}
 
 
-def _switch_copies(lake: Lake, state: LakeState, copies: dict[str, int]) -> None:
-    """The new copies' versions replace the old ones in one atomic write of the lake's state (base unchanged)."""
-    if copies:
-        current = lake.state()
-        lake.write_state(LakeState(current.applied, {**current.versions, **copies}, current.partitions))
-
-
 def materialize_night(plan: Plan, lake: Lake, state: LakeState, options: Options) -> NightPlan:
     """The base as one batch inserting every base fact row: the night's plan that computes every
     summary table along the D-lattice (its parents costed with the base's sizes)."""
@@ -182,5 +175,5 @@ def _along_lattice_views(spark: SparkSession, plan: Plan, lake: Lake, state: Lak
     finally:
         for name in parents:
             raw[name].unpersist()
-    _switch_copies(lake, state, copies)
+    switch_copies(lake, copies)
     return views
