@@ -4,8 +4,8 @@ build their spark-submit command with it).
 A Spark JVM spends seconds of every start loading and verifying Spark's and Delta Lake's classes before the
 first query: every `nightshift run` without a Spark Connect server and every spark-submit task of the DAG pays
 it. Java keeps the classes a JVM loaded in an archive (dynamic class-data sharing): `-XX:ArchiveClassesAtExit`
-writes one when the JVM ends, `-XX:SharedArchiveFile` maps it at the next start (a small night's command: 0.69x
-the wall time, bench/JVM_START.md).
+writes one when the JVM ends, `-XX:SharedArchiveFile` maps it at the next start (a small night's command: 0.69-0.78x
+the wall time; a DAG night's spark-submit tasks 0.78-0.81x: bench/JVM_START.md, bench/DAG_NIGHT.md).
 
 One archive per Java build and Spark class path, `<key>.jsa` in NIGHTSHIFT_CLASS_ARCHIVE's folder (default
 ~/.cache/nightshift/jvm; `off`: none). The first JVM that finds none writes one at its exit to a name of its
