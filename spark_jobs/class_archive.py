@@ -25,7 +25,7 @@ import time
 import uuid
 from pathlib import Path
 
-from spark_jobs.packages import delta_jars
+from spark_jobs.packages import delta_jars, user_cache
 
 # the first bytes of a whole dynamic archive (HotSpot's CDS_DYNAMIC_ARCHIVE_MAGIC, little-endian)
 MAGIC = (0xF00BABA8).to_bytes(4, "little")
@@ -44,7 +44,7 @@ def folder() -> Path | None:
         return None
     if value:
         return Path(value).expanduser()
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nightshift" / "jvm"
+    return user_cache() / "jvm"
 
 
 def key() -> str | None:
@@ -107,17 +107,15 @@ def archive_options(write: bool = True) -> str:
 
 
 def adopt(where: Path, k: str) -> bool:
-    """Move a whole part of key `k` into place as its archive; True when the archive is there."""
+    """Move every whole part of key `k` into place as its archive (when two JVMs wrote one, the last moved wins:
+    one archive is enough); True when the archive is there."""
     final = where / f"{k}.jsa"
-    for part in sorted(where.glob(f"{k}.*.part")):
+    for part in where.glob(f"{k}.*.part"):
         if whole(part):
             try:
                 os.replace(part, final)
             except FileNotFoundError:  # another start moved it first
                 pass
-    for part in where.glob(f"{k}.*.part"):  # whole ones another JVM wrote too: one archive is enough
-        if whole(part):
-            part.unlink(missing_ok=True)
     return whole(final)
 
 

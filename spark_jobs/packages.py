@@ -24,10 +24,15 @@ DELTA_JARS = (
 )
 
 
+def user_cache() -> Path:
+    """nightshift's folder in the user's cache (~/.cache/nightshift, or under XDG_CACHE_HOME): what every project
+    and command of the machine's user shares (the Spark packages, the class-data archive)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nightshift"
+
+
 def ivy_cache() -> str:
     """The Ivy folder Spark keeps resolved packages in: NIGHTSHIFT_IVY_CACHE, else ~/.cache/nightshift/ivy."""
-    default = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nightshift" / "ivy"
-    return os.environ.get("NIGHTSHIFT_IVY_CACHE") or str(default)
+    return os.environ.get("NIGHTSHIFT_IVY_CACHE") or str(user_cache() / "ivy")
 
 
 def delta_jars() -> list[str] | None:
