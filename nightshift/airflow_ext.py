@@ -16,6 +16,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 
 from runtime.errors import ERROR_PREFIX, REFUSED_EXIT, RETRY_CANNOT_FIX, ConfigError, NightshiftError
 from nightshift import config
+from runtime.lake import Lake
 from spark_jobs.packages import delta_conf
 
 WAREHOUSE_URL_ENV = "NIGHTSHIFT_WAREHOUSE_URL"  # nightshift.config lets it override [warehouse] url
@@ -107,20 +108,27 @@ class NightshiftSparkSubmit(SparkSubmitOperator):
         """spark-submit with the logging `nightshift run` has (spark_jobs.session.get_spark): in client mode
         (the default: the driver is spark-submit's own JVM) the driver gets the Java options a command's own
         Spark gets (driver_java_options: the quiet log4j2 configuration unless NIGHTSHIFT_VERBOSE=1, the class-data
-        archive), unless the task's conf sets them itself; and the JVM's start-up notice, printed before any
+        archive, the quick compiler alone for a local master over a small lake), unless the task's conf sets them itself; and the JVM's start-up notice, printed before any
         logging configuration, stays out of the task log.
         Cluster deploy mode keeps spark-submit's own logging: the hook follows the driver's status in it."""
-        from spark_jobs.session import DRIVER_JAVA_OPTIONS, JVM_NOISE, driver_java_options  # PySpark: not at parse time
+        from spark_jobs.session import DRIVER_JAVA_OPTIONS, JVM_NOISE, driver_java_options, quick_jit  # PySpark: not at parse time
 
         hook = super()._get_hook()
         if hook._connection.get("deploy_mode") != "cluster" and DRIVER_JAVA_OPTIONS not in hook._conf:
-            options = driver_java_options()
+            options = driver_java_options(quick=quick_jit(hook._connection.get("master"), self._lake_bytes()))
             if options:
                 hook._conf = {**hook._conf, DRIVER_JAVA_OPTIONS: options}
         process = hook._process_spark_submit_log
         hook._process_spark_submit_log = lambda lines: process(self._errors_seen(line for line in lines
                                                                                 if not JVM_NOISE.match(line)))
         return hook
+
+    def _lake_bytes(self) -> int | None:
+        """The size of the task's project's lake (runtime.lake.Lake.footprint), None when it cannot be told."""
+        try:
+            return Lake(config.load_project(self._step()[1]).lake).footprint()
+        except Exception:  # the step itself reports a broken project; the JVM keeps its defaults
+            return None
 
     def _errors_seen(self, lines):
         """The spark-submit log's lines, passed on; the step's own error line (submit.py prints it) is kept."""

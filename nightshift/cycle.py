@@ -88,7 +88,8 @@ class Cycle:
             self.progress(f"starting Spark ({self.project.spark_master})")
         from spark_jobs.session import get_spark
 
-        return get_spark(self.project.spark_master, f"nightshift:{self.project.name}", self.project.spark_remote)
+        return get_spark(self.project.spark_master, f"nightshift:{self.project.name}", self.project.spark_remote,
+                         lake_bytes=None if self.project.spark_remote else self.lake.footprint())
 
     @property
     def options(self) -> Options:

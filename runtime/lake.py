@@ -229,6 +229,18 @@ class Lake:
         rows = [[[[r.table, r.column] for r in attrs], n] for attrs, n in distinct.items()]
         p.write_text(json.dumps({"version": 2, "combos": combos, "distinct": rows}))
 
+    def footprint(self) -> int:
+        """Bytes of every file under the lake's folder (its tables with their older versions, the change batches,
+        the nights' records): what a night may read, from the file system (no table is opened)."""
+        total = 0
+        for folder, _, files in os.walk(self.root):
+            for name in files:
+                try:
+                    total += os.stat(os.path.join(folder, name)).st_size
+                except OSError:  # removed meanwhile (a compaction, another night's clean-up)
+                    pass
+        return total
+
     def table_rows(self, tables, state: LakeState) -> dict[str, int]:
         """Rows of each table at `state`, from its Delta log's file statistics (no Spark job)."""
         return {t.name: self.rows(t.name, state) for t in tables}

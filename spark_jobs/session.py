@@ -53,9 +53,17 @@ _CONNECTED: dict[str, SparkSession] = {}  # this process's Spark Connect session
 _HELD: list = []  # the session slots this process holds (their locks end with it)
 _SLOTS = 32
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+# A command's local Spark over a small lake lives for seconds and spends most of its CPU compiling Spark's own code
+# with the JIT's optimizing compiler (C2); the quick compiler (C1) alone compiles far less and soon enough
+# (bench/JVM_START.md: a 3,000-row night took 0.69x the time, the demo's 1M-row night 0.78x). C1's default code
+# cache (48 MB) fills within one night with Delta Lake loaded, and the JVM would stop compiling: 240 MB, as the
+# full JIT has. Over a bigger lake a night's scans run long enough for C2's faster code to pay for itself.
+QUICK_JIT = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
+QUICK_JIT_BYTES = 64 << 20  # the lake's files (runtime.lake.Lake.footprint); the demo's 1M-row lake holds about 20 MB
 
 
-def get_spark(master: str | None = SPARK_MASTER, app: str = "nightshift", remote: str | None = None) -> SparkSession:
+def get_spark(master: str | None = SPARK_MASTER, app: str = "nightshift", remote: str | None = None,
+              lake_bytes: int | None = None) -> SparkSession:
     """Return the process's SparkSession (created on first use).
 
     master: the project's [spark] master (local[N], spark://host:port, yarn, k8s://...), or None to keep
@@ -65,6 +73,8 @@ def get_spark(master: str | None = SPARK_MASTER, app: str = "nightshift", remote
     NIGHTSHIFT_SPARK_CONF ("key=value;key=value") wins over both.
     remote: a Spark Connect URL (sc://host:port, the project's [spark] remote): the session is one of that
     long-lived server's (connect_session), no JVM starts in this process, and master is not used.
+    lake_bytes: the size of the lake the session works on, when known (quick_jit: a small lake's local JVM
+    compiles with C1 alone).
     """
     if remote:
         return connect_session(remote)
@@ -84,7 +94,7 @@ def get_spark(master: str | None = SPARK_MASTER, app: str = "nightshift", remote
         builder = builder.config("spark.ui.enabled", "false")
     verbose = os.environ.get("NIGHTSHIFT_VERBOSE") == "1"
     if _starts_jvm() and DRIVER_JAVA_OPTIONS not in _user_conf():
-        options = driver_java_options()
+        options = driver_java_options(quick=quick_jit(master, lake_bytes))
         if options:
             builder = builder.config(DRIVER_JAVA_OPTIONS, options)
     if not verbose:
@@ -253,13 +263,21 @@ def server_conf() -> dict[str, str]:
     return conf
 
 
-def driver_java_options(write_archive: bool = True) -> str:
+def driver_java_options(write_archive: bool = True, quick: bool = False) -> str:
     """The Java options of a driver JVM that nightshift starts on this machine (a command's local Spark, a DAG
     task's spark-submit in client mode, a Spark Connect server): the quiet log4j2 configuration unless
-    NIGHTSHIFT_VERBOSE=1, and the class-data archive (class_archive: mapped, or written at the JVM's exit when
-    `write_archive` and there is none yet). "" when there is nothing to add."""
+    NIGHTSHIFT_VERBOSE=1, the class-data archive (class_archive: mapped, or written at the JVM's exit when
+    `write_archive` and there is none yet), and when `quick` (quick_jit) the quick compiler alone (QUICK_JIT).
+    "" when there is nothing to add."""
     options = [] if os.environ.get("NIGHTSHIFT_VERBOSE") == "1" else [f"-Dlog4j2.configurationFile={QUIET_LOG4J.as_uri()}"]
-    return " ".join(filter(None, [*options, archive_options(write_archive)]))
+    return " ".join(filter(None, [*options, archive_options(write_archive), QUICK_JIT if quick else ""]))
+
+
+def quick_jit(master: str | None, lake_bytes: int | None) -> bool:
+    """Whether a driver JVM started for `master` over a lake of `lake_bytes` bytes compiles with C1 alone
+    (QUICK_JIT): a local master (the JVM runs the night's work too) and a lake known to be at most
+    QUICK_JIT_BYTES. Unknown sizes, bigger lakes and clusters keep the JVM's defaults."""
+    return lake_bytes is not None and lake_bytes <= QUICK_JIT_BYTES and (master or "").startswith("local")
 
 
 def _user_pairs() -> list[tuple[str, str]]:

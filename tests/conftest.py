@@ -29,9 +29,12 @@ os.environ.setdefault("NIGHTSHIFT_DRIVER_MEMORY", "4g")
 # 3,000-row initial load took 0.92x the wall time of one under G1 (farm-bench, 4 pairs).
 SHORT_JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:+UseSerialGC"
 os.environ.setdefault("SPARK_SUBMIT_OPTS", SHORT_JVM_OPTS)
-# The test session's own JVM: the full JIT, and the parallel collector (test_differential's six tests took 480
-# CPU seconds of the JVM under it against 522 under G1: the suite is CPU-bound on two cores)
-SESSION_JVM_OPTS = "-XX:+UseParallelGC"
+# The test session's own JVM: the parallel collector (test_differential's six tests took 480 CPU seconds of the
+# JVM under it against 522 under G1: the suite is CPU-bound on two cores), and C1 alone too: every test plans new
+# queries, so the JIT never settles (one differential test: 43,000 compiles, 121 of the JVM's 181 CPU seconds);
+# three differential tests and a nested one in one session took 332 CPU seconds of the JVM against 413 with C2,
+# in the same wall time
+SESSION_JVM_OPTS = "-XX:+UseParallelGC -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 
 
 # Modules that start Airflow, a Spark cluster or the nightshift CLI in subprocesses: slow as a whole.
@@ -112,7 +115,7 @@ def spark_session():
 
     master = "local[1]" if os.environ.get("PYTEST_XDIST_WORKER") else "local[2]"
     short = os.environ.get("SPARK_SUBMIT_OPTS") == SHORT_JVM_OPTS
-    if short:  # this JVM lives all session: C2's compiles pay for themselves; and the parallel collector
+    if short:  # this JVM lives all session: the parallel collector (SESSION_JVM_OPTS)
         os.environ["SPARK_SUBMIT_OPTS"] = SESSION_JVM_OPTS
     try:
         session = get_spark(master, "nightshift-tests")
