@@ -108,10 +108,11 @@ class NightshiftSparkSubmit(SparkSubmitOperator):
         """spark-submit with the logging `nightshift run` has (spark_jobs.session.get_spark): in client mode
         (the default: the driver is spark-submit's own JVM) the driver gets the Java options a command's own
         Spark gets (driver_java_options: the quiet log4j2 configuration unless NIGHTSHIFT_VERBOSE=1, the class-data
-        archive, the quick compiler alone for a local master over a small lake), unless the task's conf sets them itself; and the JVM's start-up notice, printed before any
-        logging configuration, stays out of the task log.
+        archive, the quick compiler alone for a local master over a small lake), unless the task's conf sets them
+        itself; and the JVM's start-up notice, printed before any logging configuration, stays out of the task log.
         Cluster deploy mode keeps spark-submit's own logging: the hook follows the driver's status in it."""
-        from spark_jobs.session import DRIVER_JAVA_OPTIONS, JVM_NOISE, driver_java_options, quick_jit  # PySpark: not at parse time
+        # PySpark: not at parse time
+        from spark_jobs.session import DRIVER_JAVA_OPTIONS, JVM_NOISE, driver_java_options, quick_jit
 
         hook = super()._get_hook()
         if hook._connection.get("deploy_mode") != "cluster" and DRIVER_JAVA_OPTIONS not in hook._conf:

@@ -55,7 +55,7 @@ _SLOTS = 32
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 # A command's local Spark over a small lake lives for seconds and spends most of its CPU compiling Spark's own code
 # with the JIT's optimizing compiler (C2); the quick compiler (C1) alone compiles far less and soon enough
-# (bench/JVM_START.md: a 3,000-row night took 0.69x the time, the demo's 1M-row night 0.78x). C1's default code
+# (bench/JVM_START.md: a 3,000-row night and the demo's 1M-row night each in about 0.76x the time). C1's default code
 # cache (48 MB) fills within one night with Delta Lake loaded, and the JVM would stop compiling: 240 MB, as the
 # full JIT has. Over a bigger lake a night's scans run long enough for C2's faster code to pay for itself.
 QUICK_JIT = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
