@@ -57,9 +57,11 @@ DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 # with the JIT's optimizing compiler (C2); the quick compiler (C1) alone compiles far less and soon enough
 # (bench/JVM_START.md: a 3,000-row night and the demo's 1M-row night each in about 0.76x the time). C1's default code
 # cache (48 MB) fills within one night with Delta Lake loaded, and the JVM would stop compiling: 240 MB, as the
-# full JIT has. Over a bigger lake a night's scans run long enough for C2's faster code to pay for itself.
+# full JIT has. Over a bigger lake a command may scan long enough for C2's faster code to pay for itself.
 QUICK_JIT = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
-QUICK_JIT_BYTES = 64 << 20  # the lake's files (runtime.lake.Lake.footprint); the demo's 1M-row lake holds about 20 MB
+# the lake's files (runtime.lake.Lake.footprint): the demo's 1M-row lake holds about 20 MB; the retail example's
+# 10M-row first batch alone 56 MB, whose initial load took 1.6x the time under C1
+QUICK_JIT_BYTES = 32 << 20
 
 
 def get_spark(master: str | None = SPARK_MASTER, app: str = "nightshift", remote: str | None = None,
