@@ -116,20 +116,14 @@ class NightshiftSparkSubmit(SparkSubmitOperator):
 
         hook = super()._get_hook()
         if hook._connection.get("deploy_mode") != "cluster" and DRIVER_JAVA_OPTIONS not in hook._conf:
-            options = driver_java_options(quick=quick_jit(hook._connection.get("master"), self._lake_bytes()))
+            quick = quick_jit(hook._connection.get("master"), getattr(self, "_lake", None))
+            options = driver_java_options(quick=quick)
             if options:
                 hook._conf = {**hook._conf, DRIVER_JAVA_OPTIONS: options}
         process = hook._process_spark_submit_log
         hook._process_spark_submit_log = lambda lines: process(self._errors_seen(line for line in lines
                                                                                 if not JVM_NOISE.match(line)))
         return hook
-
-    def _lake_bytes(self) -> int | None:
-        """The size of the task's project's lake (runtime.lake.Lake.footprint), None when it cannot be told."""
-        try:
-            return Lake(config.load_project(self._step()[1]).lake).footprint()
-        except Exception:  # the step itself reports a broken project; the JVM keeps its defaults
-            return None
 
     def _errors_seen(self, lines):
         """The spark-submit log's lines, passed on; the step's own error line (submit.py prints it) is kept."""
@@ -169,6 +163,7 @@ class NightshiftSparkSubmit(SparkSubmitOperator):
     def _execute(self, context):
         step, root, batch, level = self._step()
         project = load_project(root)  # the applied layer; the warehouse URL from the Airflow connection
+        self._lake = Lake(project.lake)  # its size decides the driver's compiler (_get_hook)
         done = self.finished(project, step, batch, level)
         if done:
             print(f"{step}: skipped ({done}); no Spark job started")

@@ -89,7 +89,7 @@ class Cycle:
         from spark_jobs.session import get_spark
 
         return get_spark(self.project.spark_master, f"nightshift:{self.project.name}", self.project.spark_remote,
-                         lake_bytes=None if self.project.spark_remote else self.lake.footprint())
+                         lake=self.lake)
 
     @property
     def options(self) -> Options:

@@ -229,9 +229,10 @@ class Lake:
         rows = [[[[r.table, r.column] for r in attrs], n] for attrs, n in distinct.items()]
         p.write_text(json.dumps({"version": 2, "combos": combos, "distinct": rows}))
 
-    def footprint(self) -> int:
+    def footprint(self, limit: int | None = None) -> int:
         """Bytes of every file under the lake's folder (its tables with their older versions, the change batches,
-        the nights' records): what a night may read, from the file system (no table is opened)."""
+        the nights' records): what a night may read, from the file system (no table is opened). With `limit`, the
+        count stops as soon as it passes it (a big lake's folder is not walked whole to learn it is big)."""
         total = 0
         for folder, _, files in os.walk(self.root):
             for name in files:
@@ -239,6 +240,8 @@ class Lake:
                     total += os.stat(os.path.join(folder, name)).st_size
                 except OSError:  # removed meanwhile (a compaction, another night's clean-up)
                     pass
+            if limit is not None and total > limit:
+                break
         return total
 
     def table_rows(self, tables, state: LakeState) -> dict[str, int]:

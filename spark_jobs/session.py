@@ -18,6 +18,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from runtime.errors import ConfigError
+from runtime.lake import Lake
 from runtime.options import CONNECT_PORT, SPARK_MASTER
 from spark_jobs.class_archive import archive_options
 from spark_jobs.packages import DELTA_PACKAGE, delta_conf, delta_jars
@@ -65,7 +66,7 @@ QUICK_JIT_BYTES = 32 << 20
 
 
 def get_spark(master: str | None = SPARK_MASTER, app: str = "nightshift", remote: str | None = None,
-              lake_bytes: int | None = None) -> SparkSession:
+              lake: Lake | None = None) -> SparkSession:
     """Return the process's SparkSession (created on first use).
 
     master: the project's [spark] master (local[N], spark://host:port, yarn, k8s://...), or None to keep
@@ -75,8 +76,8 @@ def get_spark(master: str | None = SPARK_MASTER, app: str = "nightshift", remote
     NIGHTSHIFT_SPARK_CONF ("key=value;key=value") wins over both.
     remote: a Spark Connect URL (sc://host:port, the project's [spark] remote): the session is one of that
     long-lived server's (connect_session), no JVM starts in this process, and master is not used.
-    lake_bytes: the size of the lake the session works on, when known (quick_jit: a small lake's local JVM
-    compiles with C1 alone).
+    lake: the lake the session works on, when known (quick_jit: over a small one a local JVM compiles with C1
+    alone).
     """
     if remote:
         return connect_session(remote)
@@ -96,7 +97,7 @@ def get_spark(master: str | None = SPARK_MASTER, app: str = "nightshift", remote
         builder = builder.config("spark.ui.enabled", "false")
     verbose = os.environ.get("NIGHTSHIFT_VERBOSE") == "1"
     if _starts_jvm() and DRIVER_JAVA_OPTIONS not in _user_conf():
-        options = driver_java_options(quick=quick_jit(master, lake_bytes))
+        options = driver_java_options(quick=quick_jit(master, lake))
         if options:
             builder = builder.config(DRIVER_JAVA_OPTIONS, options)
     if not verbose:
@@ -275,11 +276,11 @@ def driver_java_options(write_archive: bool = True, quick: bool = False) -> str:
     return " ".join(filter(None, [*options, archive_options(write_archive), QUICK_JIT if quick else ""]))
 
 
-def quick_jit(master: str | None, lake_bytes: int | None) -> bool:
-    """Whether a driver JVM started for `master` over a lake of `lake_bytes` bytes compiles with C1 alone
-    (QUICK_JIT): a local master (the JVM runs the night's work too) and a lake known to be at most
-    QUICK_JIT_BYTES. Unknown sizes, bigger lakes and clusters keep the JVM's defaults."""
-    return lake_bytes is not None and lake_bytes <= QUICK_JIT_BYTES and (master or "").startswith("local")
+def quick_jit(master: str | None, lake: Lake | None) -> bool:
+    """Whether a driver JVM started for `master` over `lake` compiles with C1 alone (QUICK_JIT): a local master
+    (the JVM runs the night's work too) and a lake whose files (Lake.footprint) are at most QUICK_JIT_BYTES.
+    An unknown lake, a bigger one and a cluster's driver keep the JVM's defaults (the lake is not looked at then)."""
+    return (master or "").startswith("local") and lake is not None and lake.footprint(QUICK_JIT_BYTES) <= QUICK_JIT_BYTES
 
 
 def _user_pairs() -> list[tuple[str, str]]:

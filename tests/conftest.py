@@ -22,19 +22,20 @@ os.environ.setdefault(
     "spark.sql.ui.retainedExecutions=50;spark.ui.retainedJobs=100;spark.ui.retainedStages=100;spark.ui.retainedTasks=1000",
 )
 os.environ.setdefault("NIGHTSHIFT_DRIVER_MEMORY", "4g")
-# spark-submit in a subprocess (the DAG's tasks, the CLI) is a JVM of seconds: with the C1 compiler alone a local
-# session's start and 20 small queries took 7.5 s of JVM CPU instead of 12.6 s. The test session's own JVM keeps the
-# full JIT (spark_session). C1's default code cache (48 MB) fills within one night's command with Delta Lake loaded,
-# and the JVM stops compiling: 240 MB, as with the full JIT. The serial collector: a `nightshift run` of a
-# 3,000-row initial load took 0.92x the wall time of one under G1 (farm-bench, 4 pairs).
-SHORT_JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:+UseSerialGC"
+from spark_jobs.session import QUICK_JIT  # noqa: E402 (reads the settings above when imported)
+
+# spark-submit in a subprocess (the DAG's tasks, the CLI) is a JVM of seconds: with the C1 compiler alone (QUICK_JIT,
+# its code cache sized as spark_jobs.session says) a local session's start and 20 small queries took 7.5 s of JVM CPU
+# instead of 12.6 s. The serial collector: a `nightshift run` of a 3,000-row initial load took 0.92x the wall time
+# of one under G1 (farm-bench, 4 pairs).
+SHORT_JVM_OPTS = f"{QUICK_JIT} -XX:+UseSerialGC"
 os.environ.setdefault("SPARK_SUBMIT_OPTS", SHORT_JVM_OPTS)
 # The test session's own JVM: the parallel collector (test_differential's six tests took 480 CPU seconds of the
 # JVM under it against 522 under G1: the suite is CPU-bound on two cores), and C1 alone too: every test plans new
 # queries, so the JIT never settles (one differential test: 43,000 compiles, 121 of the JVM's 181 CPU seconds);
 # three differential tests and a nested one in one session took 332 CPU seconds of the JVM against 413 with C2,
 # in the same wall time
-SESSION_JVM_OPTS = "-XX:+UseParallelGC -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
+SESSION_JVM_OPTS = f"-XX:+UseParallelGC {QUICK_JIT}"
 
 
 # Modules that start Airflow, a Spark cluster or the nightshift CLI in subprocesses: slow as a whole.

@@ -17,11 +17,21 @@ from spark_jobs.session import QUICK_JIT, QUICK_JIT_BYTES, driver_java_options, 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_the_quick_compiler_only_for_a_local_master_over_a_small_lake():
-    assert quick_jit("local[2]", 0) and quick_jit("local[*]", QUICK_JIT_BYTES)
-    assert not quick_jit("local[2]", QUICK_JIT_BYTES + 1)
-    assert not quick_jit("local[2]", None)  # size unknown
-    assert not quick_jit("spark://host:7077", 10) and not quick_jit("yarn", 10) and not quick_jit(None, 10)
+def _sized(path: Path, size: int) -> None:
+    """A sparse file of `size` bytes."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as f:
+        f.truncate(size)
+
+
+def test_the_quick_compiler_only_for_a_local_master_over_a_small_lake(tmp_path):
+    small, big = Lake(tmp_path / "small"), Lake(tmp_path / "big")
+    _sized(tmp_path / "small" / "changes" / "b1" / "t.parquet", QUICK_JIT_BYTES)
+    _sized(tmp_path / "big" / "changes" / "b1" / "t.parquet", QUICK_JIT_BYTES + 1)
+    assert quick_jit("local[2]", small) and quick_jit("local[*]", Lake(tmp_path / "none"))
+    assert not quick_jit("local[2]", big)
+    assert not quick_jit("local[2]", None)  # lake unknown
+    assert not quick_jit("spark://host:7077", small) and not quick_jit("yarn", small) and not quick_jit(None, small)
     assert QUICK_JIT in driver_java_options(write_archive=False, quick=True).split(" ", 1)[-1]
     assert "TieredStopAtLevel" not in driver_java_options(write_archive=False)
 
@@ -34,6 +44,13 @@ def test_the_lake_footprint_counts_every_file_under_it(tmp_path):
     (tmp_path / "lake" / "changes" / "b1").mkdir(parents=True)
     (tmp_path / "lake" / "changes" / "b1" / "t.parquet").write_bytes(b"y" * 234)
     assert lake.footprint() == 1234
+    assert lake.footprint(limit=1234) == 1234
+    for name in ("a", "b", "c"):
+        (tmp_path / "wide" / name).mkdir(parents=True)
+        (tmp_path / "wide" / name / "f").write_bytes(b"z" * 1000)
+    wide = Lake(tmp_path / "wide")
+    assert wide.footprint() == 3000
+    assert wide.footprint(limit=500) == 1000  # past the limit after the first folder: the others are not walked
 
 
 @pytest.mark.slow
@@ -58,8 +75,5 @@ def test_a_command_over_a_small_lake_starts_its_jvm_with_the_quick_compiler(tmp_
         return lines[0]
 
     assert "-XX:TieredStopAtLevel=1" in jvm_arguments()
-    filler = root / "lake" / "changes" / "filler.bin"  # any file under the lake counts
-    filler.parent.mkdir(parents=True, exist_ok=True)
-    with open(filler, "wb") as f:
-        f.truncate(QUICK_JIT_BYTES + 1)
+    _sized(root / "lake" / "changes" / "filler.bin", QUICK_JIT_BYTES + 1)  # any file under the lake counts
     assert "TieredStopAtLevel" not in jvm_arguments()
