@@ -49,7 +49,12 @@ def folder() -> Path | None:
 
 def key() -> str | None:
     """What an archive is only good for: the Java build Spark's launcher starts (JAVA_HOME's, else the PATH's)
-    and the class path it gives the JVM (Spark's jars, Delta Lake's). None when there is no Java."""
+    and the class path it gives the JVM (Spark's jars, Delta Lake's). None when there is no Java, or when Delta
+    Lake's jars are not cached yet: the JVM then resolves the package itself, and the class path it ends up with is
+    not the one the next JVMs get (an archive written under this key would never be mapped)."""
+    jars_of_delta = delta_jars()
+    if jars_of_delta is None:
+        return None
     home = os.environ.get("JAVA_HOME")
     java = Path(home) / "bin" / "java" if home else shutil.which("java")
     if not java or not Path(java).is_file():
@@ -65,7 +70,7 @@ def key() -> str | None:
     h.update(str(jars).encode())
     if jars.is_dir():
         h.update("\0".join(sorted(p.name for p in jars.iterdir())).encode())
-    h.update("\0".join(delta_jars() or ()).encode())
+    h.update("\0".join(jars_of_delta).encode())
     return h.hexdigest()[:16]
 
 

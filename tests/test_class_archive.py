@@ -81,6 +81,17 @@ def test_off_and_an_unwritable_folder_cost_only_the_archive(tmp_path, monkeypatc
     assert archive_options() == ""
 
 
+def test_a_jvm_that_resolves_delta_lake_itself_neither_writes_nor_maps_an_archive(where, tmp_path, monkeypatch):
+    """Before Delta Lake's jars are cached the JVM downloads the package and its class path is not the next
+    JVMs': an archive it wrote would be keyed for a class path no JVM has again (bin/spark-packages then
+    writes it from a second process)."""
+    here = archive_options()
+    assert "ArchiveClassesAtExit" in here
+    monkeypatch.setenv("NIGHTSHIFT_IVY_CACHE", str(tmp_path / "empty-ivy"))
+    _finish(_option(here, "ArchiveClassesAtExit"))
+    assert key() is None and archive_options() == ""
+
+
 def test_the_key_follows_the_java_build(tmp_path, monkeypatch):
     here = key()
     java = tmp_path / "jdk" / "bin" / "java"
