@@ -26,7 +26,7 @@ from runtime.errors import BadChangeBatch
 from runtime.lake import PART, ROW_BATCH, ROW_ID, Lake, LakeState, missing_columns
 from runtime.night import BatchInfo
 from runtime.options import DEFAULT_REWRITE_BELOW
-from spark_jobs import lake_tables
+from spark_jobs import driver_checks, lake_tables
 
 OP = "_op"
 _SAMPLE = 3
@@ -145,38 +145,51 @@ def load_batch(spark: SparkSession, lake: Lake, plan: Plan, batch: str, state: L
         _register_new(spark, t, info, cache=t.name not in facts)  # the fact's stays lazy
     if checked:
         return info
+    rows = driver_checks.BatchRows(lake, state, files)
     checks: list[Check] = []
     for t in plan.schema.base_tables:
         if info.deleted[t.name]:
             record = not lake_tables.written_whole(lake, t.name, state.version(t.name), rewrite_below)
-            checks.append(_deletes_exist(t, batch, _matched(spark, lake, t, state, batch, info.deleted[t.name], record)))
+            checks.append(_deletes_check(spark, lake, t, state, batch, info.deleted[t.name], record, rows))
         if t.primary_key and t.name in info.changed:
-            checks.append(_primary_key(t, batch))
-        checks.extend(_foreign_keys(t, info, files))
+            checks.append(_primary_key(t, batch, rows))
+        checks.extend(_foreign_keys(t, info, files, rows, plan))
     changed = {t.lower() for t in info.changed}
-    checks.extend(_dependency_holds(fd, batch) for fd in plan.dependencies if fd.table.lower() in changed)
+    checks.extend(_dependency_holds(fd, batch, plan.schema.table(fd.table), rows) for fd in plan.dependencies
+                  if fd.table.lower() in changed)
     _run_checks(spark, checks)
     return info
 
 
 @dataclass(frozen=True)
 class Check:
-    """A query returning offending rows (none when the batch is fine) and the error for the first one."""
+    """A query returning offending rows (none when the batch is fine) and the error for the first one; or, where
+    the rows it reads are small and known in this process exactly (spark_jobs.driver_checks), the same check
+    run here (on_driver: the first offending row, None when the batch is fine), and then sql is not run."""
 
     sql: str
     error: Callable[[dict], BadChangeBatch]
+    on_driver: Callable[[], dict | None] | None = None
 
 
 def _run_checks(spark: SparkSession, checks: list[Check]) -> None:
-    """All checks of a batch in one Spark job; the first violated check (in order) is reported."""
-    if not checks:
-        return
-    parts = [f"SELECT {i} AS check, to_json(struct(*)) AS row FROM (SELECT * FROM ({c.sql}) LIMIT 1)" for i, c in enumerate(checks)]
-    # every check is Spark SQL written with lattice.sql.ident(..., "spark") for names
-    found = spark.sql(" UNION ALL ".join(parts)).collect()
-    if found:
-        first = min(found, key=lambda r: r["check"])
-        raise checks[first["check"]].error(json.loads(first["row"]))
+    """The checks of a batch: those the driver can run first, here; then the rest in one Spark job, but only those
+    before the first violation found here. The first violated check (in order) is reported."""
+    first: tuple[int, dict] | None = None
+    for i, c in enumerate(checks):
+        if c.on_driver is not None and (row := c.on_driver()) is not None:
+            first = (i, row)
+            break
+    in_spark = [(i, c) for i, c in enumerate(checks) if c.on_driver is None and (first is None or i < first[0])]
+    if in_spark:
+        parts = [f"SELECT {i} AS check, to_json(struct(*)) AS row FROM (SELECT * FROM ({c.sql}) LIMIT 1)" for i, c in in_spark]
+        # every check is Spark SQL written with lattice.sql.ident(..., "spark") for names
+        found = spark.sql(" UNION ALL ".join(parts)).collect()
+        if found:
+            r = min(found, key=lambda r: r["check"])
+            first = (r["check"], json.loads(r["row"]))
+    if first is not None:
+        raise checks[first[0]].error(first[1])
 
 
 def _read_changes(spark: SparkSession, table: Table, files: list[Path], n_ins: int, n_del: int):
@@ -295,7 +308,7 @@ def _nullsafe_on(cols: list[str], a: str, b: str) -> str:
 
 
 def _matched(spark: SparkSession, lake: Lake, table: Table, state: LakeState, batch: str, deleted: int,
-             record: bool = True) -> str:
+             record: bool = True, on_driver: bool = False) -> str:
     """The relation the delete check matches the batch's deleted rows against: every base row equal to a
     deleted row, read in one pass over the base (in a table laid out by month, only
     the months of the deleted rows: a deleted row can only match a row of its own month) and written under
@@ -306,7 +319,8 @@ def _matched(spark: SparkSession, lake: Lake, table: Table, state: LakeState, ba
     match these rows to the deleted ones column by column. The rows keep their places when apply-base will
     delete by place (lake_tables.deletes_by_place), else their row identity (most of a base table's bytes:
     read only then). record=False (a table apply-base writes anew, lake_tables.written_whole): nothing is
-    written, and the check's own job makes the pass."""
+    written, and the check's own job makes the pass. on_driver: the record's folder is returned, for the driver's
+    check to read (no relation registered)."""
     raw = read_table(spark, lake, table.name, state, positions=record)
     if raw is None:
         return rel('old', table.name)
@@ -324,6 +338,8 @@ def _matched(spark: SparkSession, lake: Lake, table: Table, state: LakeState, ba
         return rel('matched', table.name)
     folder = lake.matched_dir(batch, table.name, state.version(table.name))
     hit.write.mode("overwrite").parquet(str(folder))
+    if on_driver:
+        return str(folder)
     spark.read.parquet(str(folder)).createOrReplaceTempView(rel('matched', table.name))
     return rel('matched', table.name)
 
@@ -352,9 +368,29 @@ def read_matched(spark: SparkSession, lake: Lake, table: Table, state: LakeState
     return spark.read.parquet(str(folder))
 
 
-def _deletes_exist(table: Table, batch: str, base: str) -> Check:
+def _deletes_check(spark: SparkSession, lake: Lake, table: Table, state: LakeState, batch: str, deleted: int,
+                   record: bool, rows: driver_checks.BatchRows) -> Check:
+    """Each deleted row exists: on the driver over the table's own rows when it is small and written whole by
+    apply-base (record False) or absent, or over the rows the Spark pass recorded (record True); else in Spark."""
+    changes = rows.changes(table)
+    if record and state.version(table.name) is not None:
+        if changes is None:
+            return _deletes_exist(table, batch, _matched(spark, lake, table, state, batch, deleted, record))
+        seen = rows.record(table, Path(_matched(spark, lake, table, state, batch, deleted, record, on_driver=True)))
+        if seen is None:
+            spark.read.parquet(str(lake.matched_dir(batch, table.name, state.version(table.name)))) \
+                .createOrReplaceTempView(rel('matched', table.name))
+            return _deletes_exist(table, batch, rel('matched', table.name))
+        return _deletes_exist(table, batch, "", lambda: driver_checks.deletes_exist(table, changes[1], seen))
+    base = rows.base(table)
+    if changes is None or base is None:
+        return _deletes_exist(table, batch, _matched(spark, lake, table, state, batch, deleted, record))
+    return _deletes_exist(table, batch, "", lambda: driver_checks.deletes_exist(table, changes[1], base))
+
+
+def _deletes_exist(table: Table, batch: str, base: str, on_driver: Callable[[], dict | None] | None = None) -> Check:
     """Bag semantics: each deleted row image must match a distinct existing row of the base (`base`: the
-    relation holding every row a deleted row may match)."""
+    relation holding every row a deleted row may match; on_driver: the same check in this process)."""
     cols = list(table.column_names)
     col_list = ", ".join(_q(c) for c in cols)
     sql = f"""
@@ -372,7 +408,7 @@ def _deletes_exist(table: Table, batch: str, base: str) -> Check:
             f"{r['n']} time(s) but the base holds {r['m']}; the batch was refused and nothing was applied"
         )
 
-    return Check(sql, error)
+    return Check(sql, error, on_driver)
 
 
 def _register_new(spark: SparkSession, table: Table, info: BatchInfo, cache: bool) -> None:
@@ -401,8 +437,10 @@ def _without(old: DataFrame, dels: DataFrame, cols: list[str], deleted: int) -> 
     return kept.unionByName(hit.exceptAll(dels))
 
 
-def _primary_key(table: Table, batch: str) -> Check:
+def _primary_key(table: Table, batch: str, rows: driver_checks.BatchRows) -> Check:
     keys = ", ".join(_q(c) for c in table.primary_key)
+    changes, old = rows.changes(table), rows.base(table)
+    on_driver = None if changes is None or old is None else lambda: driver_checks.primary_key(table, old, *changes)
 
     def error(r: dict) -> BadChangeBatch:
         key = ", ".join(f"{c}={r.get(c)!r}" for c in table.primary_key)
@@ -411,12 +449,16 @@ def _primary_key(table: Table, batch: str) -> Check:
             f"an update of a {table.name} row is a delete of the old row image plus an insert of the new one"
         )
 
-    return Check(f"SELECT {keys}, COUNT(*) AS n FROM {rel('new', table.name)} GROUP BY {keys} HAVING COUNT(*) > 1", error)
+    return Check(f"SELECT {keys}, COUNT(*) AS n FROM {rel('new', table.name)} GROUP BY {keys} HAVING COUNT(*) > 1", error,
+                 on_driver)
 
 
-def _dependency_holds(fd: FunctionalDependency, batch: str) -> Check:
+def _dependency_holds(fd: FunctionalDependency, batch: str, table: Table, rows: driver_checks.BatchRows) -> Check:
     """A declared dependency (nightshift.toml [dependencies], e.g. city -> region) lets the D-lattice
     derive one summary-delta from another through it (5.1): it must hold after the batch, NULLs too."""
+    changes, old = rows.changes(table), rows.base(table)
+    on_driver = None if changes is None or old is None else \
+        lambda: driver_checks.dependency_holds(fd, table, old, *changes)
     lhs = ", ".join(_q(c) for c in fd.lhs)
     both = ", ".join(_q(c) for c in (*fd.lhs, *fd.rhs))
     rule = f"{', '.join(fd.lhs)} -> {', '.join(fd.rhs)}"
@@ -429,10 +471,11 @@ def _dependency_holds(fd: FunctionalDependency, batch: str) -> Check:
         )
 
     return Check(f"SELECT {lhs}, COUNT(*) AS n FROM (SELECT DISTINCT {both} FROM {rel('new', fd.table)}) "
-                 f"GROUP BY {lhs} HAVING COUNT(*) > 1", error)
+                 f"GROUP BY {lhs} HAVING COUNT(*) > 1", error, on_driver)
 
 
-def _foreign_keys(table: Table, info: BatchInfo, files: dict[str, list[Path]]) -> list[Check]:
+def _foreign_keys(table: Table, info: BatchInfo, files: dict[str, list[Path]], rows: driver_checks.BatchRows,
+                  plan: Plan) -> list[Check]:
     """Rows inserted into `table` must find their parent after the batch; parent rows deleted for good
     must not be referenced by what remains. A parent deleted and inserted again with its key (a store
     moving city) is not gone: only when the batch's own files delete some key they do not insert again
@@ -460,7 +503,7 @@ def _foreign_keys(table: Table, info: BatchInfo, files: dict[str, list[Path]]) -
 
         if info.inserted[table.name]:
             sql = f"SELECT c.* FROM {rel('ins', table.name)} c LEFT ANTI JOIN {rel('new', parent)} p ON {on} WHERE {notnull}"
-            checks.append(Check(sql, orphan))
+            checks.append(Check(sql, orphan, _orphan_on_driver(table, fk, plan.schema.table(parent), rows)))
         if info.deleted[parent] and _keys_dropped(files.get(parent, []), fk.ref_columns):
             keys = ", ".join(f"d.{_q(b)}" for b in fk.ref_columns)
             same = " AND ".join(f"d.{_q(b)} <=> p.{_q(b)}" for b in fk.ref_columns)
@@ -468,6 +511,16 @@ def _foreign_keys(table: Table, info: BatchInfo, files: dict[str, list[Path]]) -
             sql = f"SELECT c.* FROM {rel('new', table.name)} c LEFT SEMI JOIN ({lost}) p ON {on}"
             checks.append(Check(sql, gone))
     return checks
+
+
+def _orphan_on_driver(table: Table, fk, parent: Table, rows: driver_checks.BatchRows) -> Callable[[], dict | None] | None:
+    """The inserted rows' foreign key `fk` checked against the parent's keys after the batch, in this process, when
+    the parent is small and both tables' changes are known here (else None: the check is Spark's)."""
+    child, changes, old = rows.changes(table), rows.changes(parent), rows.base(parent)
+    if child is None or changes is None or old is None:
+        return None
+    return lambda: driver_checks.orphan(table, fk.columns, child[0],
+                                        driver_checks.parent_keys(parent, old, *changes, fk.ref_columns))
 
 
 def _keys_dropped(files: list[Path], cols: tuple[str, ...]) -> bool:

@@ -481,3 +481,100 @@ def test_a_summary_table_out_of_sync_is_refused_and_nothing_is_applied(project, 
     write_changes(root, "b0002", {"pos": [("delete", row)]})
     expect_refused(spark, root, "b0002", WarehouseStateError, "refresh b0002", "view SID_sales", "out of sync",
                    "nightshift materialize", "nothing of batch b0002 was applied")
+
+
+# ------------------------------------------------------------------ the checks on the driver and in Spark
+
+# A batch's checks over small tables run in this process (spark_jobs/driver_checks.py); over larger ones in Spark.
+# Each refusal below is found by both, with the same message ("in Spark": every table above the driver's bound).
+ENGINES = pytest.mark.parametrize("engine", ["driver", "spark"])
+
+
+def _refusal(spark, root: Path, batch: str, engine: str, monkeypatch) -> str:
+    from spark_jobs import driver_checks
+    if engine == "spark":
+        monkeypatch.setattr(driver_checks, "CHECK_ROWS", -1)
+    else:
+        monkeypatch.setattr(driver_checks, "CHECK_ROWS", driver_checks.DRIVER_ROWS)
+    cycle = Cycle(load_project(root), spark=spark, progress=lambda _: None)
+    try:
+        with pytest.raises(BadChangeBatch) as e:
+            cycle.propagate(batch)
+    finally:
+        cycle.close()
+    return str(e.value)
+
+
+def _both_refuse(spark, root: Path, batch: str, monkeypatch, *needles: str) -> None:
+    driver, in_spark = (_refusal(spark, root, batch, engine, monkeypatch) for engine in ("driver", "spark"))
+    assert driver == in_spark
+    for needle in needles:
+        assert needle in driver, f"{needle!r} not in: {driver}"
+
+
+BAD_BATCHES = {
+    "a deleted row that does not exist": (
+        lambda m: {"pos": [("delete", (m.tables["pos"][0][0], m.tables["pos"][0][1], dt.date(2026, 1, 2), 4242,
+                                       Decimal("1.50")))]},
+        ("does not exist", "qty=4242", "date='2026-01-02'", "price=1.5")),
+    "a row deleted more often than it is held": (
+        lambda m: {"pos": [("delete", m.tables["pos"][0])] * (m.tables["pos"].count(m.tables["pos"][0]) + 1)},
+        ("time(s) but the base holds",)),
+    "a foreign key without its row": (
+        lambda m: {"pos": [("insert", (999, m.tables["items"][0][0], dt.date(2026, 1, 2), None, Decimal("2.00")))]},
+        ("foreign key (storeID=999)", "price=2.0", "no row in stores")),
+    "a duplicate key": (
+        lambda m: {"stores": [("insert", (m.tables["stores"][0][0], "elsewhere", "west"))]},
+        ("primary key", f"storeID=")),
+    "a dependency broken": (
+        lambda m: {"stores": [("insert", (10_001, next(s[1] for s in m.tables["stores"] if s[1] is not None), "nowhere"))]},
+        ("city -> region",)),
+}
+
+
+@pytest.mark.parametrize("rewrite_below", ["0", None], ids=["deleted from", "written anew"])
+@pytest.mark.parametrize("case", list(BAD_BATCHES))
+def test_the_driver_and_spark_refuse_a_batch_alike(project, spark, case, rewrite_below, monkeypatch):
+    if rewrite_below is not None:  # "0": every table has the rows its delete check matched recorded
+        monkeypatch.setenv("NIGHTSHIFT_REWRITE_BELOW", rewrite_below)
+    root, model = project
+    changes, needles = BAD_BATCHES[case]
+    write_changes(root, "b0002", changes(model))
+    _both_refuse(spark, root, "b0002", monkeypatch, "batch b0002", *needles)
+
+
+@ENGINES
+def test_nan_and_negative_zero_are_deleted_as_spark_compares_them(project, spark, engine, monkeypatch):
+    """An item's weight NaN is deleted by a row image with NaN, -0.0 by one with 0.0 (Spark's <=>); a NaN row deleted
+    twice where it is held once is refused."""
+    from spark_jobs import driver_checks
+    if engine == "spark":
+        monkeypatch.setattr(driver_checks, "CHECK_ROWS", -1)
+    root, model = project
+    nan = float("nan")
+    write_changes(root, "b0002", {"items": [("insert", (20_001, "c9", nan)), ("insert", (20_002, "c9", -0.0))]})
+    cycle = Cycle(load_project(root), spark=spark, progress=lambda _: None)
+    cycle.run("b0002")
+    write_changes(root, "b0003", {"items": [("delete", (20_001, "c9", nan))] * 2})
+    with pytest.raises(BadChangeBatch, match=r"deleted 2 time\(s\) but the base holds 1"):
+        cycle.propagate("b0003")
+    write_changes(root, "b0003", {"items": [("delete", (20_001, "c9", nan)), ("delete", (20_002, "c9", 0.0))]})
+    cycle.run("b0003")
+    held = {r[0] for r in cycle.spark.read.format("delta").load(str(cycle.lake.table_path("items"))).collect()}
+    assert not held & {20_001, 20_002}
+    cycle.close()
+
+
+def test_a_change_spark_would_round_is_checked_in_spark():
+    """The driver takes a change file's column only where Spark's cast keeps its values: fewer decimal digits, a
+    DOUBLE from a DECIMAL, an overflowing integer and nanoseconds go to Spark; a wider integer or a time zone do not."""
+    from spark_jobs.driver_checks import typed
+    assert typed(pa.array([Decimal("1.005")], pa.decimal128(6, 3)), "DECIMAL(10,2)") is None
+    assert typed(pa.array([Decimal("1.000")], pa.decimal128(6, 3)), "DECIMAL(10,2)").to_pylist() == [Decimal("1.00")]
+    assert typed(pa.array([Decimal("1.5")], pa.decimal128(6, 1)), "DOUBLE") is None
+    assert typed(pa.array([2 ** 40], pa.int64()), "INTEGER") is None
+    assert typed(pa.array([7], pa.int64()), "INTEGER").to_pylist() == [7]
+    assert typed(pa.array([1_001], pa.timestamp("ns")), "TIMESTAMP") is None
+    utc = pa.array([dt.datetime(2026, 1, 2, 3, 4, 5)], pa.timestamp("us", tz="UTC"))
+    assert typed(utc, "TIMESTAMP").to_pylist() == [dt.datetime(2026, 1, 2, 3, 4, 5)]
+    assert typed(pa.nulls(2), "DATE").to_pylist() == [None, None]

@@ -1,0 +1,232 @@
+"""A change batch's checks against small tables, in this process: no Spark job.
+
+The checks of spark_jobs/changes.py (each deleted row exists, primary keys stay unique, a foreign key finds its
+parent, a declared dependency holds) are Spark SQL over the batch and the base. Where the tables a check reads
+are small (a dimension table of at most CHECK_ROWS live rows, the batch's own rows, the base rows the delete
+check matched) the same check runs here over their rows in Arrow: a Spark query over a few hundred rows costs
+about a tenth of a second of planning, code generation and task scheduling, seven of them most of a small
+night's checks. A check goes to Spark whenever its rows are not known here exactly as Spark would type them:
+a table above the bound, a lake table whose columns differ from sql/schema.sql (evolving), a change file whose
+column Spark would round or convert (a DECIMAL cast to fewer digits, a DOUBLE from a DECIMAL, a timestamp finer
+than microseconds), so both engines always judge the same values.
+
+Values compare as Spark's `<=>`, GROUP BY and DISTINCT do: NULL equal to NULL, -0.0 to 0.0, NaN to NaN. The
+row a violated check reports is given as Spark's `to_json(struct(*))` would give it (its NULL fields left out),
+so a refusal reads the same whichever engine found it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections import Counter
+from decimal import Decimal
+from pathlib import Path
+from typing import Iterable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from lattice import types
+from lattice.ir import FunctionalDependency, Table
+from runtime import delta
+from runtime.lake import Lake, LakeState
+from spark_jobs.lake_tables import DRIVER_ROWS
+
+OP = "_op"
+# a table is checked here when it has at most this many rows (and the batch at most this many of its changes)
+CHECK_ROWS = DRIVER_ROWS
+_NAN = ("NaN",)  # one key for every NaN (NaN != NaN in Python, equal in Spark's comparisons and grouping)
+
+
+def arrow_type(declared: str) -> pa.DataType:
+    """The Arrow type of a normalized declared type, as Spark holds it (lattice.types.spark_type)."""
+    fixed = {"INTEGER": pa.int32(), "BIGINT": pa.int64(), "DOUBLE": pa.float64(), "VARCHAR": pa.string(),
+             "DATE": pa.date32(), "TIMESTAMP": pa.timestamp("us"), "BOOLEAN": pa.bool_()}
+    if declared in fixed:
+        return fixed[declared]
+    scale = types.decimal_scale(declared)
+    precision = int(declared[len("DECIMAL("):].split(",")[0])
+    return pa.decimal128(precision, scale)
+
+
+def typed(column: pa.ChunkedArray | pa.Array, declared: str) -> pa.ChunkedArray | pa.Array | None:
+    """`column` in the declared type's Arrow type when Spark's cast gives exactly these values (a widening, or a
+    value-preserving narrowing); None when Spark could round or convert (then the check is Spark's)."""
+    want = arrow_type(declared)
+    t = column.type
+    if t == want or pa.types.is_null(t):
+        return column.cast(want)
+    if pa.types.is_decimal(t) and types.family(declared) == "float":
+        return None  # Spark's and Arrow's decimal-to-double conversions may round differently
+    if pa.types.is_timestamp(t) and t.tz is not None:
+        column = column.cast(pa.timestamp(t.unit))  # the UTC wall clock, as Spark's UTC session holds it
+    try:
+        return column.cast(want, safe=True)  # refuses overflow, truncation and lost digits: Spark would differ
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+
+
+def key(values: tuple) -> tuple:
+    """A row's values as one key that compares as Spark's `<=>` does (NaN as one value; -0.0 == 0.0 already)."""
+    return tuple(_NAN if isinstance(v, float) and math.isnan(v) else v for v in values)
+
+
+def as_json(value):
+    """A value as `json.loads(to_json(struct(...)))` gives it back from Spark: dates and timestamps as ISO text
+    (milliseconds, UTC), decimals as JSON numbers, NaN and infinities as text."""
+    if isinstance(value, Decimal):  # JSON text with a fraction's digits reads back as a float, without as an int
+        return int(value) if value.as_tuple().exponent >= 0 else float(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+    if isinstance(value, dt.datetime):
+        return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    return value
+
+
+def reported(names: Iterable[str], values: Iterable, **counts) -> dict:
+    """The offending row of a check as Spark's check query reports it (NULL fields left out)."""
+    return {n: as_json(v) for n, v in zip(names, values) if v is not None} | counts
+
+
+class BatchRows:
+    """The rows the driver's checks read, each read once: a table's changes in this batch, its rows at the lake's
+    state (when small), the base rows a delete check recorded. None wherever they are not known exactly."""
+
+    def __init__(self, lake: Lake, state: LakeState, files: dict[str, list[Path]]):
+        self.lake, self.state, self.files = lake, state, files
+        self._changes: dict[str, tuple[pa.Table, pa.Table] | None] = {}
+        self._base: dict[str, pa.Table | None] = {}
+
+    def changes(self, table: Table) -> tuple[pa.Table, pa.Table] | None:
+        """(inserted, deleted) rows of `table` in the batch, its declared columns in their declared types."""
+        if table.name not in self._changes:
+            self._changes[table.name] = self._read_changes(table)
+        return self._changes[table.name]
+
+    def _read_changes(self, table: Table) -> tuple[pa.Table, pa.Table] | None:
+        files = [pq.ParquetFile(f) for f in self.files.get(table.name, [])]
+        if sum(pf.metadata.num_rows for pf in files) > CHECK_ROWS:
+            return None
+        parts = []
+        for pf in files:
+            if pf.metadata.num_rows == 0:
+                continue
+            names = {n.lower(): n for n in pf.schema_arrow.names}
+            parts.append(pf.read(columns=[names[OP]] + [names[c.name.lower()] for c in table.columns])
+                         .rename_columns([OP, *table.column_names]))
+        if not parts:
+            empty = pa.table({c.name: pa.array([], arrow_type(c.type)) for c in table.columns})
+            return empty, empty
+        rows = pa.concat_tables(parts, promote_options="permissive")
+        out = _declared(rows, table)
+        if out is None:
+            return None
+        op = rows.column(OP)
+        return out.filter(pc.equal(op, "insert")), out.filter(pc.equal(op, "delete"))
+
+    def base(self, table: Table) -> pa.Table | None:
+        """`table`'s rows at the lake's state when it has at most CHECK_ROWS of them and the lake holds exactly its
+        declared columns and types; None otherwise. An absent table has no rows."""
+        if table.name not in self._base:
+            self._base[table.name] = self._read_base(table)
+        return self._base[table.name]
+
+    def _read_base(self, table: Table) -> pa.Table | None:
+        v = self.state.version(table.name)
+        if (0 if v is None else self.lake.rows(table.name, self.state)) > CHECK_ROWS:
+            return None
+        if v is None:
+            return pa.table({c.name: pa.array([], arrow_type(c.type)) for c in table.columns})
+        snap = delta.snapshot(self.lake.table_path(table.name), v)
+        held = {f.name.lower(): f for f in snap.schema}
+        for c in table.columns:
+            field = held.get(c.name.lower())
+            if field is None or field.type != arrow_type(c.type):
+                return None  # the table's layout evolves tonight: Spark reads it as sql/schema.sql says
+        rows = delta.dataset_of(snap).to_table(columns=[held[c.name.lower()].name for c in table.columns])
+        return rows.rename_columns(list(table.column_names))
+
+    def record(self, table: Table, folder: Path) -> pa.Table | None:
+        """The base rows a delete check kept for `table` (spark_jobs.changes._matched's record at `folder`)."""
+        rows = pq.read_table(folder, columns=list(table.column_names))
+        return _declared(rows, table)
+
+
+def _declared(rows: pa.Table, table: Table) -> pa.Table | None:
+    columns = []
+    for c in table.columns:
+        column = typed(rows.column(c.name), c.type)
+        if column is None:
+            return None
+        columns.append(column)
+    return pa.table(columns, names=list(table.column_names))
+
+
+def tuples(rows: pa.Table, names: Iterable[str]) -> list[tuple]:
+    """The rows' values of columns `names`, a key each (key)."""
+    cols = [rows.column(n).to_pylist() for n in names]
+    return [key(values) for values in zip(*cols)] if cols else [() for _ in range(rows.num_rows)]
+
+
+def new_rows(old: pa.Table, ins: pa.Table, dels: pa.Table, names: list[str]) -> Counter:
+    """The bag of a table's rows (projected on `names`) after the batch: old rows, each deleted row taking one
+    equal row away, inserted rows added (the checks of deleted rows run first, so every delete finds its row)."""
+    return Counter(tuples(old, names)) - Counter(tuples(dels, names)) + Counter(tuples(ins, names))
+
+
+# ---------------------------------------------------------------- the checks (each None when the batch is fine)
+
+
+def deletes_exist(table: Table, dels: pa.Table, base: pa.Table) -> dict | None:
+    """Bag semantics: every deleted row image matches as many distinct rows of `base` (the rows a deleted row may
+    match) as it is deleted."""
+    cols = list(table.column_names)
+    wanted = Counter(tuples(dels, cols))
+    held = Counter(k for k in tuples(base, cols) if k in wanted)
+    for row, n in wanted.items():
+        if held[row] < n:
+            return reported(cols, _values(row), n=n, m=held[row])
+    return None
+
+
+def primary_key(table: Table, old: pa.Table, ins: pa.Table, dels: pa.Table) -> dict | None:
+    for k, n in new_rows(old, ins, dels, named(table, table.primary_key)).items():
+        if n > 1:
+            return reported(table.primary_key, _values(k), n=n)
+    return None
+
+
+def dependency_holds(fd: FunctionalDependency, table: Table, old: pa.Table, ins: pa.Table, dels: pa.Table) -> dict | None:
+    lhs, rhs = named(table, fd.lhs), named(table, fd.rhs)
+    pairs = {(row[:len(lhs)], row[len(lhs):]) for row in new_rows(old, ins, dels, lhs + rhs)}
+    values = Counter(left for left, _ in pairs)
+    for left, n in values.items():
+        if n > 1:
+            return reported(fd.lhs, _values(left), n=n)
+    return None
+
+
+def orphan(table: Table, columns: tuple[str, ...], ins: pa.Table, parent_keys: set) -> dict | None:
+    """The first inserted row whose foreign key `columns` (none of them NULL) is no key of the parent after the
+    batch (parent_keys: its keys, as `key` gives them)."""
+    for i, k in enumerate(tuples(ins, named(table, columns))):
+        if None not in k and k not in parent_keys:
+            return reported(table.column_names, [ins.column(c)[i].as_py() for c in table.column_names])
+    return None
+
+
+def parent_keys(parent: Table, old: pa.Table, ins: pa.Table, dels: pa.Table, columns: tuple[str, ...]) -> set:
+    return set(new_rows(old, ins, dels, named(parent, columns)))
+
+
+def named(table: Table, columns: Iterable[str]) -> list[str]:
+    """Columns of `table` as it declares them (a key or a dependency may spell them in another case)."""
+    return [table.column(c).name for c in columns]
+
+
+def _values(k: tuple) -> tuple:
+    return tuple(float("nan") if v == _NAN else v for v in k)
