@@ -23,8 +23,11 @@ missing is committed.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from typing import Callable
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -41,6 +44,7 @@ from runtime.lake import PART, ROW_BATCH, ROW_ID, Lake, LakeState, parquet_rows
 from runtime.night import BatchInfo
 from runtime.options import DEFAULT_REWRITE_BELOW
 from spark_jobs.changes import column, in_months, load_batch, month_of, months, read_matched, read_table
+from spark_jobs.driver_checks import BatchRows, arrow_type, tuples
 from spark_jobs.lake_tables import (DRIVER_ROWS, POSITION, commit_sql, delete_positions, delta_path, latest_version,
                                     live_bytes, replace_rows, table_schema, write, written_whole)
 from spark_jobs.nested import copy_columns, next_copy, next_copy_rows, read_copy
@@ -71,13 +75,14 @@ def apply_base(
         info = load_batch(spark, lake, plan, batch, state, checked=True)
     versions, laid_out = dict(state.versions), dict(state.partitions)
     txn = state.sequence
+    rows = BatchRows(lake, state, lake.batch_files(batch, [t.name for t in plan.schema.base_tables]))
     counts = {}
     for table in plan.schema.base_tables:
         if table.name not in info.changed:
             continue
         by = (partitions or {}).get(table.name)
         counts[table.name] = {"inserted": info.inserted[table.name], "deleted": info.deleted[table.name]}
-        counts[table.name] |= _commit(spark, lake, table, state, info, by, txn, rewrite_below)
+        counts[table.name] |= _commit(spark, lake, table, state, info, by, txn, rewrite_below, rows)
         versions[table.name] = latest_version(spark, lake.table_path(table.name))
         laid_out.pop(table.name, None)
         if by is not None:
@@ -132,11 +137,14 @@ def _merge_copy(spark: SparkSession, lake: Lake, view, updated: DataFrame, txn: 
 
 
 def _commit(spark: SparkSession, lake: Lake, table: Table, state: LakeState, info: BatchInfo, by: str | None,
-            txn: int, rewrite_below: int) -> dict:
+            txn: int, rewrite_below: int, rows: BatchRows) -> dict:
     """Batch k's commit to `table`: an append, deletes by row identity and inserts, or the whole table
     written anew: when the table is new, its layout changes ([lake] partition_by), sql/schema.sql declares a
     column it lacks or changes a column's type (the rows already there read NULL in the new column, and
     their values in the new type), or the night deletes from a table smaller than `rewrite_below`."""
+    done = _commit_in_driver(lake, table, state, info, by, txn, rewrite_below, rows)
+    if done is not None:
+        return done
     ins = _with_identity(spark.table(rel('ins', table.name)), txn, by)
     since = state.version(table.name)
     held = None if since is None else table_schema(lake.table_path(table.name), since)  # the log's, no rows read
@@ -164,6 +172,99 @@ def _commit(spark: SparkSession, lake: Lake, table: Table, state: LakeState, inf
     matched = read_matched(spark, lake, table, state, info.batch)  # None: that record is gone (e.g. removed by hand)
     _merge(spark, lake, table, old if matched is None else matched, old, ins, touched, txn, since, few)
     return out
+
+
+def _commit_in_driver(lake: Lake, table: Table, state: LakeState, info: BatchInfo, by: str | None, txn: int,
+                     rewrite_below: int, rows: BatchRows) -> dict | None:
+    """_commit made from this process, no Spark job, where the night's rows of the table are few and known here
+    exactly (driver_checks.BatchRows) and the table keeps its layout and columns: the inserted rows appended; a
+    small table written anew without the deleted rows; or the deleted rows' deletion vectors at the places the
+    delete check recorded, then the append. The commits and their marks are the Spark path's, so a rerun after
+    a crash in either finds what the other made. None, nothing committed: the Spark path commits."""
+    since, changes = state.version(table.name), rows.changes(table)
+    if since is None or changes is None or state.partitions.get(table.name) != by:
+        return None
+    ins, dels = changes
+    path = lake.table_path(table.name)
+    snap = delta.snapshot(path, since)
+    hidden = {ROW_BATCH: pa.int64(), ROW_ID: pa.int64()} | ({PART: pa.string()} if by is not None else {})
+    if dict(zip(snap.schema.names, snap.schema.types)) != {c.name: arrow_type(c.type) for c in table.columns} | hidden:
+        return None  # sql/schema.sql changed the table (or its names' case): Spark writes it anew
+    added = _identified(ins, txn, by, snap.schema)
+    out = {"months": len(_months_of(pa.concat_tables([ins, dels]), by))} if by is not None else {}
+    mark = lake.commit_mark(table.name, txn)
+    if not info.deleted[table.name]:
+        if not delta.committed(path, mark, since):
+            delta.write_arrow(path, added, "append", mark)
+        return out
+    if written_whole(lake, table.name, since, rewrite_below):
+        old = rows.whole(table)
+        kept = None if old is None else _without_chosen(old, dels, table, [ROW_BATCH, ROW_ID])
+        if kept is None or not replace_rows(lake, table.name, pa.concat_tables([kept, added]), txn, since):
+            return None
+        return {"rewritten": True} | ({"months": "all"} if by is not None else {})
+    recorded = rows.record(table, lake.matched_dir(info.batch, table.name, since), keep=POSITION)
+    chosen = None if recorded is None else _chosen_rows(recorded, dels, table, list(POSITION))
+    if chosen is None:
+        return None
+    places: dict[str, list[int]] = {}
+    for name, row in zip(chosen.column(POSITION[0]).to_pylist(), chosen.column(POSITION[1]).to_pylist()):
+        places.setdefault(name, []).append(row)
+    if delete_positions(lake, table.name, txn, since, places, "delete") is None:
+        return None  # a table the driver does not delete from (nothing committed)
+    checkpoint(f"apply-base:after_delete:{table.name}")
+    if not delta.committed(path, mark, since):
+        delta.write_arrow(path, added, "append", mark)
+    return out
+
+
+def _identified(ins: pa.Table, txn: int, by: str | None, schema: pa.Schema) -> pa.Table:
+    """Inserted rows with their row identity (batch k's sequence number, a number unique within the insert: the
+    row's place in it) and, in a table laid out by month, their month, in the table's column order (_with_identity)."""
+    n = ins.num_rows
+    extra = {ROW_BATCH: pa.array([txn] * n, pa.int64()), ROW_ID: pa.array(range(n), pa.int64())}
+    if by is not None:
+        extra[PART] = _month(ins.column(by))
+    columns = {name: ins.column(name) for name in ins.column_names} | extra
+    return pa.table([columns[name] for name in schema.names], schema=schema)
+
+
+def _month(column) -> pa.ChunkedArray:
+    """month_of in Arrow: 'YYYY-MM' of a date or timestamp, NULL for NULL."""
+    return pc.strftime(column, format="%Y-%m")
+
+
+def _months_of(rows: pa.Table, by: str) -> set:
+    return set(_month(rows.column(by)).to_pylist())
+
+
+def _chosen_rows(base: pa.Table, dels: pa.Table, table: Table, order: list[str]) -> pa.Table | None:
+    """_chosen in Arrow: for a row image deleted n times, the first n rows of `base` equal to it (Spark's <=>), in
+    `order` (the rows' identities, or their places). None when some image has fewer equal rows than that (the
+    table changed since its check: Spark chooses among the base's rows)."""
+    cols = list(table.column_names)
+    wanted = Counter(tuples(dels, cols))
+    equal: dict[tuple, list] = {}
+    for i, (k, rank) in enumerate(zip(tuples(base, cols), zip(*[base.column(c).to_pylist() for c in order]))):
+        if k in wanted:
+            equal.setdefault(k, []).append((rank, i))
+    taken: list[int] = []
+    for image, n in wanted.items():
+        rows = sorted(equal.get(image, []))
+        if len(rows) < n:
+            return None
+        taken.extend(i for _, i in rows[:n])
+    return base.take(pa.array(sorted(taken), pa.int64()))
+
+
+def _without_chosen(old: pa.Table, dels: pa.Table, table: Table, order: list[str]) -> pa.Table | None:
+    """`old` less the rows the batch's deleted row images pick (_chosen_rows), by their row identity."""
+    chosen = _chosen_rows(old, dels, table, order)
+    if chosen is None:
+        return None
+    gone = set(zip(*[chosen.column(c).to_pylist() for c in order]))
+    keep = [k not in gone for k in zip(*[old.column(c).to_pylist() for c in order])]
+    return old.filter(pa.array(keep, pa.bool_()))
 
 
 def _layout(old: DataFrame | None, table: Table, by: str | None) -> DataFrame | None:

@@ -140,10 +140,8 @@ def load_batch(spark: SparkSession, lake: Lake, plan: Plan, batch: str, state: L
         ins.createOrReplaceTempView(rel('ins', t.name))
         dels.createOrReplaceTempView(rel('del', t.name))
     info = BatchInfo(batch, inserted, deleted)
-    facts = set(plan.fact_tables)
-    for t in plan.schema.base_tables:
-        _register_new(spark, t, info, cache=t.name not in facts)  # the fact's stays lazy
     if checked:
+        _register_all_new(spark, lake, plan, info, state)
         return info
     rows = driver_checks.BatchRows(lake, state, files)
     checks: list[Check] = []
@@ -157,8 +155,20 @@ def load_batch(spark: SparkSession, lake: Lake, plan: Plan, batch: str, state: L
     changed = {t.lower() for t in info.changed}
     checks.extend(_dependency_holds(fd, batch, plan.schema.table(fd.table), rows) for fd in plan.dependencies
                   if fd.table.lower() in changed)
+    _register_all_new(spark, lake, plan, info, state)  # after the delete checks' passes, whose records it reads
     _run_checks(spark, checks)
     return info
+
+
+def _register_all_new(spark: SparkSession, lake: Lake, plan: Plan, info: BatchInfo, state: LakeState) -> None:
+    """__ns_new_<t> of every table: a dimension table's cached, the fact table's lazy. The rows a table's delete
+    check recorded (read_matched) are its rows a deleted row may take away: reused, not found by a scan again."""
+    facts = set(plan.fact_tables)
+    for t in plan.schema.base_tables:
+        recorded = None
+        if info.deleted[t.name] and t.name not in state.partitions:  # by month the record holds the deleted months only
+            recorded = read_matched(spark, lake, t, state, info.batch)
+        _register_new(spark, t, info, cache=t.name not in facts, recorded=recorded)
 
 
 @dataclass(frozen=True)
@@ -411,29 +421,31 @@ def _deletes_exist(table: Table, batch: str, base: str, on_driver: Callable[[], 
     return Check(sql, error, on_driver)
 
 
-def _register_new(spark: SparkSession, table: Table, info: BatchInfo, cache: bool) -> None:
-    """__ns_new_<t>: the table after the batch (old minus deleted rows plus inserted rows)."""
+def _register_new(spark: SparkSession, table: Table, info: BatchInfo, cache: bool, recorded: DataFrame | None = None) -> None:
+    """__ns_new_<t>: the table after the batch (old minus deleted rows plus inserted rows). recorded: every row of
+    the table whose hash is a deleted row's (the delete check's record), when there is one."""
     name = table.name
     if name not in info.changed:
         spark.table(rel('old', name)).createOrReplaceTempView(rel('new', name))
         return
     old, ins, dels = spark.table(rel('old', name)), spark.table(rel('ins', name)), spark.table(rel('del', name))
-    kept = _without(old, dels, list(table.column_names), info.deleted[name]) if info.deleted[name] else old
+    kept = _without(old, dels, list(table.column_names), info.deleted[name], recorded) if info.deleted[name] else old
     new = kept.unionByName(ins)
     if cache:
         new = new.cache()
     new.createOrReplaceTempView(rel('new', name))
 
 
-def _without(old: DataFrame, dels: DataFrame, cols: list[str], deleted: int) -> DataFrame:
+def _without(old: DataFrame, dels: DataFrame, cols: list[str], deleted: int, recorded: DataFrame | None = None) -> DataFrame:
     """old EXCEPT ALL dels (each deleted row takes one equal row of old away), without grouping old by every
     column: a row whose hash (row_hash) is no deleted row's is equal to none and stays as it is; only the few
     rows whose hash is a deleted row's go through EXCEPT ALL. Rows equal under EXCEPT ALL (NULLs alike, -0.0
-    as 0.0, every NaN as one) hash alike, so the result is EXCEPT ALL's, row for row."""
+    as 0.0, every NaN as one) hash alike, so the result is EXCEPT ALL's, row for row. recorded: old's rows whose
+    hash is a deleted row's, as the delete check wrote them (then old is scanned once, not twice)."""
     hashes = _deleted_hashes(dels, cols, deleted)
     hashed = old.withColumn(HASH, row_hash(old, cols))
     kept = hashed.join(hashes, HASH, "left_anti").drop(HASH)
-    hit = hashed.join(hashes, HASH, "left_semi").drop(HASH)
+    hit = hashed.join(hashes, HASH, "left_semi").drop(HASH) if recorded is None else recorded.select(*[column(c) for c in cols])
     return kept.unionByName(hit.exceptAll(dels))
 
 

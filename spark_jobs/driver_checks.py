@@ -150,10 +150,25 @@ class BatchRows:
         rows = delta.dataset_of(snap).to_table(columns=[held[c.name.lower()].name for c in table.columns])
         return rows.rename_columns(list(table.column_names))
 
-    def record(self, table: Table, folder: Path) -> pa.Table | None:
-        """The base rows a delete check kept for `table` (spark_jobs.changes._matched's record at `folder`)."""
-        rows = pq.read_table(folder, columns=list(table.column_names))
-        return _declared(rows, table)
+    def record(self, table: Table, folder: Path, keep: tuple[str, ...] = ()) -> pa.Table | None:
+        """The base rows a delete check kept for `table` (spark_jobs.changes._matched's record at `folder`), with
+        the record's columns `keep` (their places); None when there is no whole record with those columns."""
+        if not (folder / "_SUCCESS").exists():
+            return None
+        files = sorted(folder.glob("*.parquet"))
+        if not files or not set(keep) <= set(pq.read_schema(files[0]).names):
+            return None
+        rows = pq.read_table(folder, columns=list(table.column_names) + list(keep))
+        declared = _declared(rows, table)
+        return None if declared is None else pa.table(declared.columns + [rows.column(c) for c in keep],
+                                                      names=declared.column_names + list(keep))
+
+    def whole(self, table: Table) -> pa.Table | None:
+        """Every column of `table` at the lake's state (its hidden ones too) when it has at most CHECK_ROWS rows."""
+        v = self.state.version(table.name)
+        if v is None or self.lake.rows(table.name, self.state) > CHECK_ROWS:
+            return None
+        return delta.read_table(self.lake.table_path(table.name), v)
 
 
 def _declared(rows: pa.Table, table: Table) -> pa.Table | None:
