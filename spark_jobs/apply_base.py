@@ -13,7 +13,9 @@ changed groups: a small copy written anew (its rows and the changed groups merge
 job), a large one by MERGE; a copy no group of which changed is not committed. Small commits (a new table's
 first rows, a small table or copy written anew, a night's few inserts appended) are made from the driver
 (lake_tables.write's small): Spark's Delta writer costs about half a second a commit before it writes
-anything. Every commit carries its mark (the lake, the table, k's sequence number: Lake.commit_mark). When every table
+anything. Where the night's rows of a table are few and known in this process exactly (driver_checks.BatchRows)
+and the table keeps its columns and layout, the rows themselves are computed here too (_commit_in_driver): the
+commit then costs no Spark job at all. Every commit carries its mark (the lake, the table, k's sequence number: Lake.commit_mark). When every table
 and lake copy has committed, the lake's state record takes the new versions. A crash between two
 commits leaves the old state record; the rerun reads the base at the recorded versions again and skips
 every commit whose mark the table's log already holds after its recorded version, so only what is
@@ -45,8 +47,8 @@ from runtime.night import BatchInfo
 from runtime.options import DEFAULT_REWRITE_BELOW
 from spark_jobs.changes import column, in_months, load_batch, month_of, months, read_matched, read_table
 from spark_jobs.driver_checks import BatchRows, arrow_type, tuples
-from spark_jobs.lake_tables import (DRIVER_ROWS, POSITION, commit_sql, delete_positions, delta_path, latest_version,
-                                    live_bytes, replace_rows, table_schema, write, written_whole)
+from spark_jobs.lake_tables import (DRIVER_ROWS, POSITION, commit_rows, commit_sql, delete_positions, delta_path,
+                                    latest_version, live_bytes, table_schema, write, written_whole)
 from spark_jobs.nested import copy_columns, next_copy, next_copy_rows, read_copy
 
 MERGE_SOURCE, COPY_SOURCE = "__ns_apply", "__ns_apply_copy"
@@ -116,9 +118,9 @@ def apply_base(
 def _copy_in_driver(lake: Lake, view, snap: delta.DeltaSnapshot, update, txn: int) -> bool:
     """A small lake copy written anew from this process: its rows at the recorded version (`snap`) and the
     night's changed groups, merged in Arrow (nested.next_copy_rows) and committed once
-    (lake_tables.replace_rows), no Spark job. False, nothing committed: the Spark path writes it."""
+    (lake_tables.commit_rows), no Spark job. False, nothing committed: the Spark path writes it."""
     rows = next_copy_rows(view, delta.dataset_of(snap).to_table(), pq.read_table(update))
-    return rows is not None and replace_rows(lake, view.name, rows, txn, snap.version)
+    return rows is not None and commit_rows(lake, view.name, rows, txn, snap.version)
 
 
 def _merge_copy(spark: SparkSession, lake: Lake, view, updated: DataFrame, txn: int, since: int) -> None:
@@ -185,22 +187,18 @@ def _commit_in_driver(lake: Lake, table: Table, state: LakeState, info: BatchInf
     if since is None or changes is None or state.partitions.get(table.name) != by:
         return None
     ins, dels = changes
-    path = lake.table_path(table.name)
-    snap = delta.snapshot(path, since)
+    snap = delta.snapshot(lake.table_path(table.name), since)
     hidden = {ROW_BATCH: pa.int64(), ROW_ID: pa.int64()} | ({PART: pa.string()} if by is not None else {})
     if dict(zip(snap.schema.names, snap.schema.types)) != {c.name: arrow_type(c.type) for c in table.columns} | hidden:
         return None  # sql/schema.sql changed the table (or its names' case): Spark writes it anew
     added = _identified(ins, txn, by, snap.schema)
     out = {"months": len(_months_of(pa.concat_tables([ins, dels]), by))} if by is not None else {}
-    mark = lake.commit_mark(table.name, txn)
     if not info.deleted[table.name]:
-        if not delta.committed(path, mark, since):
-            delta.write_arrow(path, added, "append", mark)
-        return out
+        return out if commit_rows(lake, table.name, added, txn, since, "append") else None
     if written_whole(lake, table.name, since, rewrite_below):
         old = rows.whole(table)
         kept = None if old is None else _without_chosen(old, dels, table, [ROW_BATCH, ROW_ID])
-        if kept is None or not replace_rows(lake, table.name, pa.concat_tables([kept, added]), txn, since):
+        if kept is None or not commit_rows(lake, table.name, pa.concat_tables([kept, added]), txn, since):
             return None
         return {"rewritten": True} | ({"months": "all"} if by is not None else {})
     recorded = rows.record(table, lake.matched_dir(info.batch, table.name, since), keep=POSITION)
@@ -213,9 +211,7 @@ def _commit_in_driver(lake: Lake, table: Table, state: LakeState, info: BatchInf
     if delete_positions(lake, table.name, txn, since, places, "delete") is None:
         return None  # a table the driver does not delete from (nothing committed)
     checkpoint(f"apply-base:after_delete:{table.name}")
-    if not delta.committed(path, mark, since):
-        delta.write_arrow(path, added, "append", mark)
-    return out
+    return out if commit_rows(lake, table.name, added, txn, since, "append") else None
 
 
 def _identified(ins: pa.Table, txn: int, by: str | None, schema: pa.Schema) -> pa.Table:

@@ -143,7 +143,7 @@ def load_batch(spark: SparkSession, lake: Lake, plan: Plan, batch: str, state: L
     if checked:
         _register_all_new(spark, lake, plan, info, state)
         return info
-    rows = driver_checks.BatchRows(lake, state, files)
+    rows = driver_checks.BatchRows(lake, state, files, plan.fact_tables)
     checks: list[Check] = []
     for t in plan.schema.base_tables:
         if info.deleted[t.name]:
@@ -348,8 +348,11 @@ def _matched(spark: SparkSession, lake: Lake, table: Table, state: LakeState, ba
         return rel('matched', table.name)
     folder = lake.matched_dir(batch, table.name, state.version(table.name))
     hit.write.mode("overwrite").parquet(str(folder))
-    if on_driver:
-        return str(folder)
+    return str(folder) if on_driver else _recorded_relation(spark, table, folder)
+
+
+def _recorded_relation(spark: SparkSession, table: Table, folder) -> str:
+    """The delete check's record at `folder` as the relation its Spark check reads."""
     spark.read.parquet(str(folder)).createOrReplaceTempView(rel('matched', table.name))
     return rel('matched', table.name)
 
@@ -383,16 +386,13 @@ def _deletes_check(spark: SparkSession, lake: Lake, table: Table, state: LakeSta
     """Each deleted row exists: on the driver over the table's own rows when it is small and written whole by
     apply-base (record False) or absent, or over the rows the Spark pass recorded (record True); else in Spark."""
     changes = rows.changes(table)
-    if record and state.version(table.name) is not None:
-        if changes is None:
-            return _deletes_exist(table, batch, _matched(spark, lake, table, state, batch, deleted, record))
-        seen = rows.record(table, Path(_matched(spark, lake, table, state, batch, deleted, record, on_driver=True)))
-        if seen is None:
-            spark.read.parquet(str(lake.matched_dir(batch, table.name, state.version(table.name)))) \
-                .createOrReplaceTempView(rel('matched', table.name))
-            return _deletes_exist(table, batch, rel('matched', table.name))
+    if record and state.version(table.name) is not None and changes is not None:
+        folder = _matched(spark, lake, table, state, batch, deleted, record, on_driver=True)
+        seen = rows.record(table, Path(folder))
+        if seen is None:  # a value the driver does not hold as Spark does: Spark's check reads the record
+            return _deletes_exist(table, batch, _recorded_relation(spark, table, folder))
         return _deletes_exist(table, batch, "", lambda: driver_checks.deletes_exist(table, changes[1], seen))
-    base = rows.base(table)
+    base = rows.base(table) if not record or state.version(table.name) is None else None
     if changes is None or base is None:
         return _deletes_exist(table, batch, _matched(spark, lake, table, state, batch, deleted, record))
     return _deletes_exist(table, batch, "", lambda: driver_checks.deletes_exist(table, changes[1], base))

@@ -10,6 +10,9 @@ a table above the bound, a lake table whose columns differ from sql/schema.sql (
 column Spark would round or convert (a DECIMAL cast to fewer digits, a DOUBLE from a DECIMAL, a timestamp finer
 than microseconds), so both engines always judge the same values.
 
+The same rows (BatchRows) serve apply-base, which commits a night's few rows of a table from the driver when
+they are known here (spark_jobs/apply_base.py `_commit_in_driver`).
+
 Values compare as Spark's `<=>`, GROUP BY and DISTINCT do: NULL equal to NULL, -0.0 to 0.0, NaN to NaN. The
 row a violated check reports is given as Spark's `to_json(struct(*))` would give it (its NULL fields left out),
 so a refusal reads the same whichever engine found it.
@@ -96,8 +99,9 @@ class BatchRows:
     """The rows the driver's checks read, each read once: a table's changes in this batch, its rows at the lake's
     state (when small), the base rows a delete check recorded. None wherever they are not known exactly."""
 
-    def __init__(self, lake: Lake, state: LakeState, files: dict[str, list[Path]]):
+    def __init__(self, lake: Lake, state: LakeState, files: dict[str, list[Path]], facts: Iterable[str] = ()):
         self.lake, self.state, self.files = lake, state, files
+        self.facts = frozenset(facts)  # read by Spark only, where the night's scan metrics count them
         self._changes: dict[str, tuple[pa.Table, pa.Table] | None] = {}
         self._base: dict[str, pa.Table | None] = {}
 
@@ -129,13 +133,16 @@ class BatchRows:
         return out.filter(pc.equal(op, "insert")), out.filter(pc.equal(op, "delete"))
 
     def base(self, table: Table) -> pa.Table | None:
-        """`table`'s rows at the lake's state when it has at most CHECK_ROWS of them and the lake holds exactly its
+        """`table`'s rows at the lake's state when it is a dimension table (a fact table's rows are Spark's to
+        read: the night's scan metrics count them) of at most CHECK_ROWS rows and the lake holds exactly its
         declared columns and types; None otherwise. An absent table has no rows."""
         if table.name not in self._base:
             self._base[table.name] = self._read_base(table)
         return self._base[table.name]
 
     def _read_base(self, table: Table) -> pa.Table | None:
+        if table.name in self.facts:
+            return None
         v = self.state.version(table.name)
         if (0 if v is None else self.lake.rows(table.name, self.state)) > CHECK_ROWS:
             return None

@@ -147,15 +147,16 @@ def write(df: DataFrame, lake: Lake, name: str, mode: str, txn: int | None, part
     w.save(path)
 
 
-def replace_rows(lake: Lake, name: str, rows, txn: int, since: int | None) -> bool:
-    """Overwrite the existing lake table `name` with the Arrow table `rows` (its columns and types), committed
-    from this process once (runtime.delta.write_arrow), as batch `txn`'s commit: skipped when a commit after
-    version `since` already carries its mark. False, nothing committed: the columns are not the table's."""
+def commit_rows(lake: Lake, name: str, rows, txn: int, since: int | None, mode: str = "overwrite") -> bool:
+    """Overwrite (or with mode "append", append to) the existing lake table `name` with the Arrow table `rows` (its
+    columns and types), committed from this process once (runtime.delta.write_arrow), as batch `txn`'s commit:
+    skipped when a commit after version `since` already carries its mark. False, nothing committed: the columns
+    are not the table's."""
     path = str(lake.table_path(name))
     mark = lake.commit_mark(name, txn)
     if delta.committed(path, mark, since):
         return True
-    return delta.write_arrow(path, rows, "overwrite", mark)
+    return delta.write_arrow(path, rows, mode, mark)
 
 
 def _nullable(schema: StructType) -> str:
