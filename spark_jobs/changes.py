@@ -27,12 +27,15 @@ from runtime.lake import PART, ROW_BATCH, ROW_ID, Lake, LakeState, missing_colum
 from runtime.night import BatchInfo
 from runtime.options import DEFAULT_REWRITE_BELOW
 from spark_jobs import driver_checks, lake_tables
+from spark_jobs.metrics import count_local
 
 OP = "_op"
 _SAMPLE = 3
 HASH = "__ns_hash"  # a row's hash in the delete check (row_hash)
 # the delete check sends the deleted rows' hashes to every task when there are at most this many (8 bytes each)
 BROADCAST_HASHES = 2_000_000
+# a small table's rows known in this process go to Spark inside the query's plan up to this many (local_rows)
+LOCAL_ROWS = 50_000
 
 
 # ---------------------------------------------------------------- base tables
@@ -102,19 +105,39 @@ def _typed_base(df: DataFrame, table: Table, d, keep: tuple[str, ...] = ()) -> D
     return typed(df, table, keep)
 
 
-def register_base(spark: SparkSession, lake: Lake, plan: Plan, state: LakeState) -> None:
+def register_base(spark: SparkSession, lake: Lake, plan: Plan, state: LakeState,
+                  rows: driver_checks.BatchRows | None = None) -> None:
     """__ns_old_<t> for every table of the schema, at the lake's current state.
 
     Dimension tables (every table that is not a view's fact table) are small next to the fact
-    table and are read by many queries of a night: they are cached once, so joins broadcast them.
+    table and are read by many queries of a night: a small one whose rows this process holds (`rows`) goes
+    with the queries as a local relation (local_rows); any other is cached once, so joins broadcast them.
     """
     spark.catalog.clearCache()
     facts = set(plan.fact_tables)
     for t in plan.schema.base_tables:
-        df = read_base(spark, lake, t, state)
-        if t.name not in facts:
-            df = df.cache()
+        df = local_rows(spark, t, rows.base(t), "base") if rows is not None and t.name not in facts else None
+        if df is None:
+            df = read_base(spark, lake, t, state)
+            if t.name not in facts:
+                df = df.cache()
         df.createOrReplaceTempView(rel('old', t.name))
+
+
+def local_rows(spark: SparkSession, table: Table, rows: pa.Table | None, source: str | None = None) -> DataFrame | None:
+    """`rows` (the table's declared columns in their declared types, as driver_checks.BatchRows holds them) as a
+    DataFrame that carries them in its plan: Spark lists, scans and caches no file for them, and a query
+    broadcasting them starts no job to do so (a small night's queries are mostly such waits). None when they are
+    unknown here, more than LOCAL_ROWS, or hold a timestamp (whose wall clock a local relation would take
+    from this process's time zone): then Spark reads the table's files. source: the kind of rows they are of the
+    table ("base", "changes"), counted as a read of them (metrics.count_local); None: rows derived from rows read."""
+    if rows is None or rows.num_rows > LOCAL_ROWS or any(types.family(c.type) == "timestamp" for c in table.columns):
+        return None
+    if source is not None:
+        count_local(source, table.name, rows.num_rows)
+    if rows.num_rows == 0:
+        return empty_frame(spark, table)
+    return typed(spark.createDataFrame(rows), table)
 
 
 # ---------------------------------------------------------------- the change batch
@@ -132,18 +155,19 @@ def load_batch(spark: SparkSession, lake: Lake, plan: Plan, batch: str, state: L
     """
     tables = [t.name for t in plan.schema.base_tables]
     files = lake.batch_files(batch, tables)
-    register_base(spark, lake, plan, state)
+    rows = driver_checks.BatchRows(lake, state, files, plan.fact_tables)
     inserted, deleted = {}, {}
-    for t in plan.schema.base_tables:
+    for t in plan.schema.base_tables:  # every file checked before any is read whole
         inserted[t.name], deleted[t.name] = _check_files(t, batch, files.get(t.name, []))
-        ins, dels = _read_changes(spark, t, files.get(t.name, []), inserted[t.name], deleted[t.name])
+    register_base(spark, lake, plan, state, rows)
+    for t in plan.schema.base_tables:
+        ins, dels = _read_changes(spark, t, files.get(t.name, []), inserted[t.name], deleted[t.name], rows)
         ins.createOrReplaceTempView(rel('ins', t.name))
         dels.createOrReplaceTempView(rel('del', t.name))
     info = BatchInfo(batch, inserted, deleted)
     if checked:
-        _register_all_new(spark, lake, plan, info, state)
+        _register_all_new(spark, lake, plan, info, state, rows)
         return info
-    rows = driver_checks.BatchRows(lake, state, files, plan.fact_tables)
     checks: list[Check] = []
     for t in plan.schema.base_tables:
         if info.deleted[t.name]:
@@ -155,16 +179,20 @@ def load_batch(spark: SparkSession, lake: Lake, plan: Plan, batch: str, state: L
     changed = {t.lower() for t in info.changed}
     checks.extend(_dependency_holds(fd, batch, plan.schema.table(fd.table), rows) for fd in plan.dependencies
                   if fd.table.lower() in changed)
-    _register_all_new(spark, lake, plan, info, state)  # after the delete checks' passes, whose records it reads
+    _register_all_new(spark, lake, plan, info, state, rows)  # after the delete checks' passes, whose records it reads
     _run_checks(spark, checks)
     return info
 
 
-def _register_all_new(spark: SparkSession, lake: Lake, plan: Plan, info: BatchInfo, state: LakeState) -> None:
-    """__ns_new_<t> of every table: a dimension table's cached, the fact table's lazy. The rows a table's delete
-    check recorded (read_matched) are its rows a deleted row may take away: reused, not found by a scan again."""
+def _register_all_new(spark: SparkSession, lake: Lake, plan: Plan, info: BatchInfo, state: LakeState,
+                      rows: driver_checks.BatchRows) -> None:
+    """__ns_new_<t> of every table: a small dimension table's computed here and sent as a local relation, another
+    dimension table's cached, the fact table's lazy. The rows a table's delete check recorded (read_matched) are
+    its rows a deleted row may take away: reused, not found by a scan again."""
     facts = set(plan.fact_tables)
     for t in plan.schema.base_tables:
+        if t.name not in facts and t.name in info.changed and _register_new_here(spark, t, rows):
+            continue
         recorded = None
         if info.deleted[t.name] and t.name not in state.partitions:  # by month the record holds the deleted months only
             recorded = read_matched(spark, lake, t, state, info.batch)
@@ -202,10 +230,19 @@ def _run_checks(spark: SparkSession, checks: list[Check]) -> None:
         raise checks[first[0]].error(first[1])
 
 
-def _read_changes(spark: SparkSession, table: Table, files: list[Path], n_ins: int, n_del: int):
+def _read_changes(spark: SparkSession, table: Table, files: list[Path], n_ins: int, n_del: int,
+                  rows: driver_checks.BatchRows):
+    """The batch's inserted and deleted rows of `table`: local relations when this process holds them (local_rows),
+    else Spark reads the change files."""
     if not files or not (n_ins or n_del):
         empty = empty_frame(spark, table)
         return empty, empty
+    known = rows.changes(table)
+    if known is not None and all(len(part) <= LOCAL_ROWS for part in known):
+        ins, dels = (local_rows(spark, table, part) for part in known)
+        if ins is not None and dels is not None:
+            count_local("changes", table.name, n_ins + n_del)  # the batch's files of the table, read once
+            return ins, dels
     raw = spark.read.parquet(*[str(f) for f in files])
     ins = typed(raw.where(column(OP) == "insert"), table) if n_ins else empty_frame(spark, table)
     dels = typed(raw.where(column(OP) == "delete"), table) if n_del else empty_frame(spark, table)
@@ -419,6 +456,19 @@ def _deletes_exist(table: Table, batch: str, base: str, on_driver: Callable[[], 
         )
 
     return Check(sql, error, on_driver)
+
+
+def _register_new_here(spark: SparkSession, table: Table, rows: driver_checks.BatchRows) -> bool:
+    """__ns_new_<t> computed in this process (driver_checks.after) and registered as a local relation, when the
+    table's rows and changes are known here; False when not (nothing registered)."""
+    old, changes = rows.base(table), rows.changes(table)
+    if old is None or changes is None:
+        return False
+    new = local_rows(spark, table, driver_checks.after(table, old, *changes))
+    if new is None:
+        return False
+    new.createOrReplaceTempView(rel('new', table.name))
+    return True
 
 
 def _register_new(spark: SparkSession, table: Table, info: BatchInfo, cache: bool, recorded: DataFrame | None = None) -> None:

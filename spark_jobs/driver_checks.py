@@ -194,6 +194,21 @@ def tuples(rows: pa.Table, names: Iterable[str]) -> list[tuple]:
     return [key(values) for values in zip(*cols)] if cols else [() for _ in range(rows.num_rows)]
 
 
+def after(table: Table, old: pa.Table, ins: pa.Table, dels: pa.Table) -> pa.Table:
+    """The table's rows after the batch: `old` less one equal row (Spark's <=>) for each deleted row, as EXCEPT ALL
+    takes them, plus the inserted rows; every column in its declared Arrow type. The delete check ran first, so
+    every deleted row finds its row."""
+    left = Counter(tuples(dels, table.column_names))
+    kept = []
+    for k in tuples(old, table.column_names):
+        take = left[k] > 0
+        if take:
+            left[k] -= 1
+        kept.append(not take)
+    schema = pa.schema([(c.name, arrow_type(c.type)) for c in table.columns])
+    return pa.concat_tables([old.filter(pa.array(kept, pa.bool_())).cast(schema), ins.cast(schema)])
+
+
 def new_rows(old: pa.Table, ins: pa.Table, dels: pa.Table, names: list[str]) -> Counter:
     """The bag of a table's rows (projected on `names`) after the batch: old rows, each deleted row taking one
     equal row away, inserted rows added (the checks of deleted rows run first, so every delete finds its row)."""

@@ -21,7 +21,9 @@ A scan's paths come from its plan's "Location" (InMemoryFileIndex(2 paths)[...])
 spark.sql.maxMetadataStringLength characters: the step raises it while it runs. Which source a path is
 (base table, view copy, change set, ...) is the lake layout's to say (runtime.lake.Lake.source_of).
 Not measured: what the driver reads outside Spark (pyarrow's checks of the change files, Parquet
-footers for row counts), and scans that are not file scans (cached data, local relations).
+footers for row counts), and scans that are not file scans (cached data). The rows a step sends to Spark
+inside a query's plan (a local relation: a small table's rows read in this process, spark_jobs.changes.local_rows)
+count as one read of their source each time they are sent (count_local), as a file scan of them would.
 
 Over Spark Connect ([spark] remote) there is no SparkContext in this process to register a listener on:
 the same events come from the server's own event log instead (_ServerLog), which the server started by
@@ -35,6 +37,7 @@ import json
 import re
 import shutil
 import tempfile
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -78,6 +81,17 @@ class ScanRows:
     rows: int
 
 
+_ACTIVE = threading.local()  # the ReadMeter measuring this thread, if any
+
+
+def count_local(kind: str, name: str, rows: int) -> None:
+    """`rows` of a source (RowsRead's kind and name) sent to Spark as a local relation: one read of them for
+    the step measuring this thread (nothing when none is)."""
+    meter = getattr(_ACTIVE, "meter", None)
+    if meter is not None:
+        meter.local.append(RowsRead(kind, name, rows, 1 if rows else 0))
+
+
 class ReadMeter:
     """with ReadMeter(spark, "propagate b7") as meter: ... meter.rows_read(lake, night) ...
 
@@ -92,8 +106,11 @@ class ReadMeter:
         self._length: str | None = None
         self._measured = False
         self._scans: tuple[ScanRows, ...] | None = None
+        self.local: list[RowsRead] = []  # count_local's reads
+        self._outer: ReadMeter | None = None
 
     def __enter__(self) -> "ReadMeter":
+        self._outer, _ACTIVE.meter = getattr(_ACTIVE, "meter", None), self
         self._log = _ServerLog(self.spark) if is_connect(self.spark) else _StepLog(self.spark, self.tag)
         self._length = self.spark.conf.get(METADATA_LENGTH)
         self.spark.conf.set(METADATA_LENGTH, str(2**31 - 1))
@@ -101,6 +118,7 @@ class ReadMeter:
         return self
 
     def __exit__(self, *exc) -> None:
+        _ACTIVE.meter = self._outer
         self.spark.conf.set(METADATA_LENGTH, self._length)
         self._log.close()
 
@@ -125,7 +143,7 @@ class ReadMeter:
             sources = sorted({lake.source_of(p, night) for p in scan.paths})
             kind, name = sources[0] if len(sources) == 1 else ("other", " + ".join(" ".join(s) for s in sources))
             per_scan.append((RowsRead(kind, name, scan.rows, 1 if scan.rows else 0),))
-        return add_rows_read(per_scan) or ()
+        return add_rows_read([*per_scan, self.local]) or ()
 
 
 Segment = tuple[Path, int]  # an event log file and the byte where the step's events may begin
