@@ -390,7 +390,7 @@ def _matched(spark: SparkSession, lake: Lake, table: Table, state: LakeState, ba
 
 def _recorded_relation(spark: SparkSession, table: Table, folder) -> str:
     """The delete check's record at `folder` as the relation its Spark check reads."""
-    spark.read.parquet(str(folder)).createOrReplaceTempView(rel('matched', table.name))
+    spark.read.schema(_record_schema(table, Path(folder))).parquet(str(folder)).createOrReplaceTempView(rel('matched', table.name))
     return rel('matched', table.name)
 
 
@@ -415,7 +415,22 @@ def read_matched(spark: SparkSession, lake: Lake, table: Table, state: LakeState
     folder = lake.matched_dir(batch, table.name, state.version(table.name))
     if not (folder / "_SUCCESS").exists():
         return None
-    return spark.read.parquet(str(folder))
+    return spark.read.schema(_record_schema(table, folder)).parquet(str(folder))
+
+
+# the lake's own columns a delete check's record may keep beside the declared ones (_matched), with their types
+_RECORD_COLUMNS = {PART: "string", ROW_BATCH: "bigint", ROW_ID: "bigint", lake_tables.POSITION[0]: "string",
+                   lake_tables.POSITION[1]: "bigint"}
+
+
+def _record_schema(table: Table, folder: Path) -> str:
+    """The columns of the delete check's record at `folder` as _matched wrote them: the declared ones in their
+    types, then the lake's own ones its files hold (their names from one file's footer). Given to Spark's reader,
+    it infers nothing: no job to read the files' footers."""
+    files = sorted(folder.glob("*.parquet"))
+    names = pq.read_schema(files[0]).names if files else []
+    return ", ".join([f"{_q(c.name)} {types.spark_type(c.type)}" for c in table.columns]
+                     + [f"{_q(n)} {_RECORD_COLUMNS[n]}" for n in names if n in _RECORD_COLUMNS])
 
 
 def _deletes_check(spark: SparkSession, lake: Lake, table: Table, state: LakeState, batch: str, deleted: int,
