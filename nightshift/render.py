@@ -227,14 +227,14 @@ def levels_text(tiers: tuple[tuple[str, ...], ...]) -> str:
 
 
 def rows_read_text(plan: Plan, rows_read: tuple[RowsRead, ...] | None) -> str:
-    """What the night's propagate read, per source of the lake, as Spark's scans measured it (the
-    manifest's rows_read), and whether it read each fact table's base: measured, not claimed."""
+    """What the night's propagate read, per source of the lake, as Spark's scans measured it and the rows it sent
+    with its queries (the manifest's rows_read), and whether it read each fact table's base: measured, not claimed."""
     if rows_read is None:
         return ("rows read by propagate: not measured (a manifest written before nightshift measured them, "
                 "Spark's listener bus did not deliver the step's events in time, or a Spark Connect server that keeps "
                 "no event log on this machine: start it with nightshift spark-connect start)")
     lines = ["rows read by propagate (Spark SQL metrics: the rows of the row groups each Parquet scan read, "
-             "before filters; a cached relation once):"]
+             "before filters; a cached relation once; a small table's rows sent with the queries once):"]
     lines += [f"  {r.kind:<8} {r.name:<28} {r.rows:>13,} rows" + (f" in {r.scans} scan(s)" if r.scans else "")
               for r in rows_read] or ["  nothing (no Parquet scan)"]
     base = {t.name for t in plan.schema.base_tables}
