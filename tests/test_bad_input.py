@@ -342,6 +342,38 @@ def test_a_table_after_its_deletes_holds_each_row_as_often_as_except_all_leaves_
     assert seen(got) == seen(old.exceptAll(dels)) == Counter({(1, 0.0): 1, (2, "NaN"): 1, (None, None): 1, (3, 1.5): 1})
 
 
+def test_a_small_table_after_its_deletes_computed_here_is_what_except_all_leaves(spark):
+    """A small table after the batch is computed in this process (driver_checks.after) and reaches Spark as a local
+    relation (changes.local_rows): the same bag of rows as Spark's own EXCEPT ALL and UNION ALL over the same rows,
+    NULLs, duplicates, -0.0 and NaN alike, in the declared types; an empty one keeps its columns; a table with a
+    timestamp column, or more rows than a local relation takes, is left to Spark's reader (None)."""
+    from lattice.ir import Column, Table
+    from spark_jobs import changes, driver_checks
+    table = Table("t", (Column("k", "INTEGER"), Column("x", "DOUBLE"), Column("amount", "DECIMAL(10,2)")))
+    schema = pa.schema([("k", pa.int32()), ("x", pa.float64()), ("amount", pa.decimal128(10, 2))])
+    rows = lambda *r: pa.Table.from_pylist([dict(zip(schema.names, v)) for v in r], schema)
+    nan, one = float("nan"), Decimal("1.00")
+    old = rows((1, 0.0, one), (1, -0.0, one), (2, nan, None), (2, nan, None), (None, None, None), (None, None, None),
+               (3, 1.5, Decimal("-2.50")), (3, 1.5, Decimal("-2.50")))
+    dels = rows((1, -0.0, one), (2, nan, None), (None, None, None), (3, 1.5, Decimal("-2.50")))
+    ins = rows((4, nan, one), (None, None, None))
+    after = driver_checks.after(table, old, ins, dels)
+    assert after.schema == schema
+    frame = lambda t: spark.createDataFrame(t.to_pylist(), "k int, x double, amount decimal(10,2)")
+    expected = frame(old).exceptAll(frame(dels)).unionAll(frame(ins))
+    got = changes.local_rows(spark, table, after)
+    seen = lambda df: Counter((r.k, "NaN" if r.x != r.x else r.x, r.amount) for r in df.collect())  # NaN != NaN
+    assert seen(got) == seen(expected) == Counter({(1, 0.0, one): 1, (2, "NaN", None): 1, (None, None, None): 2,
+                                                    (3, 1.5, Decimal("-2.50")): 1, (4, "NaN", one): 1})
+    assert got.schema.simpleString() == "struct<k:int,x:double,amount:decimal(10,2)>"
+    empty = changes.local_rows(spark, table, old.slice(0, 0))
+    assert empty.count() == 0 and empty.schema == got.schema
+    stamped = Table("s", (Column("k", "INTEGER"), Column("at", "TIMESTAMP")))
+    assert changes.local_rows(spark, stamped, pa.table({"k": pa.array([1], pa.int32()),
+                                                       "at": pa.array([dt.datetime(2026, 1, 2)], pa.timestamp("us"))})) is None
+    assert changes.local_rows(spark, table, pa.concat_tables([old] * (changes.LOCAL_ROWS // len(old) + 1))) is None
+
+
 # A table smaller than rewrite_below is written anew by apply-base: its delete check matches it in the check's
 # own job and keeps no record; a larger one ("0": every table) has the rows it matched recorded for apply-base.
 WRITTEN = pytest.mark.parametrize("rewrite_below", ["0", None], ids=["deleted from", "written anew"])
