@@ -238,7 +238,7 @@ def _read_changes(spark: SparkSession, table: Table, files: list[Path], n_ins: i
         empty = empty_frame(spark, table)
         return empty, empty
     known = rows.changes(table)
-    if known is not None and all(len(part) <= LOCAL_ROWS for part in known):
+    if known is not None:
         ins, dels = (local_rows(spark, table, part) for part in known)
         if ins is not None and dels is not None:
             count_local("changes", table.name, n_ins + n_del)  # the batch's files of the table, read once
@@ -390,7 +390,8 @@ def _matched(spark: SparkSession, lake: Lake, table: Table, state: LakeState, ba
 
 def _recorded_relation(spark: SparkSession, table: Table, folder) -> str:
     """The delete check's record at `folder` as the relation its Spark check reads."""
-    spark.read.schema(_record_schema(table, Path(folder))).parquet(str(folder)).createOrReplaceTempView(rel('matched', table.name))
+    record = spark.read.schema(_record_schema(table, Path(folder))).parquet(str(folder))
+    record.createOrReplaceTempView(rel('matched', table.name))
     return rel('matched', table.name)
 
 
