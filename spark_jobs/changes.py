@@ -116,25 +116,26 @@ def register_base(spark: SparkSession, lake: Lake, plan: Plan, state: LakeState,
     spark.catalog.clearCache()
     facts = set(plan.fact_tables)
     for t in plan.schema.base_tables:
-        df = local_rows(spark, t, rows.base(t), "base") if rows is not None and t.name not in facts else None
-        if df is None:
+        held = rows.base(t) if rows is not None and t.name not in facts else None
+        df = local_rows(spark, t, held)
+        if df is not None:
+            count_local("base", t.name, held.num_rows)
+        else:
             df = read_base(spark, lake, t, state)
             if t.name not in facts:
                 df = df.cache()
         df.createOrReplaceTempView(rel('old', t.name))
 
 
-def local_rows(spark: SparkSession, table: Table, rows: pa.Table | None, source: str | None = None) -> DataFrame | None:
+def local_rows(spark: SparkSession, table: Table, rows: pa.Table | None) -> DataFrame | None:
     """`rows` (the table's declared columns in their declared types, as driver_checks.BatchRows holds them) as a
     DataFrame that carries them in its plan: Spark lists, scans and caches no file for them, and a query
     broadcasting them starts no job to do so (a small night's queries are mostly such waits). None when they are
     unknown here, more than LOCAL_ROWS, or hold a timestamp (whose wall clock a local relation would take
-    from this process's time zone): then Spark reads the table's files. source: the kind of rows they are of the
-    table ("base", "changes"), counted as a read of them (metrics.count_local); None: rows derived from rows read."""
+    from this process's time zone): then Spark reads the table's files. The caller counts rows it read as a read of
+    their source (metrics.count_local); rows derived from rows read are not counted again."""
     if rows is None or rows.num_rows > LOCAL_ROWS or any(types.family(c.type) == "timestamp" for c in table.columns):
         return None
-    if source is not None:
-        count_local(source, table.name, rows.num_rows)
     if rows.num_rows == 0:
         return empty_frame(spark, table)
     return typed(spark.createDataFrame(rows), table)
