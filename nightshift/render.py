@@ -234,7 +234,8 @@ def rows_read_text(plan: Plan, rows_read: tuple[RowsRead, ...] | None) -> str:
                 "Spark's listener bus did not deliver the step's events in time, or a Spark Connect server that keeps "
                 "no event log on this machine: start it with nightshift spark-connect start)")
     lines = ["rows read by propagate (Spark SQL metrics: the rows of the row groups each Parquet scan read, "
-             "before filters; a cached relation once; a small table's rows sent with the queries once):"]
+             "before filters; a cached relation once; a small table's rows sent with the queries once; the delete "
+             "check's pass when the command made it, every row of the files it read):"]
     lines += [f"  {r.kind:<8} {r.name:<28} {r.rows:>13,} rows" + (f" in {r.scans} scan(s)" if r.scans else "")
               for r in rows_read] or ["  nothing (no Parquet scan)"]
     base = {t.name for t in plan.schema.base_tables}

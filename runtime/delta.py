@@ -26,6 +26,7 @@ import struct
 import time
 import uuid
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -470,6 +471,56 @@ def dataset_of(snap: DeltaSnapshot) -> pads.Dataset:
 def read_table(path, version: int | None = None, columns: list[str] | None = None) -> pa.Table:
     """The rows of the Delta table at `version` as one Arrow table (columns: a projection)."""
     return arrow_dataset(path, version).to_table(columns=columns)
+
+
+def matching_rows(snap: DeltaSnapshot, columns: list[str], probe: pa.Table, keys: list[str],
+                  place: tuple[str, str], partitions: set | None = None) -> tuple[pa.Table, int]:
+    """The live rows of `snap` equal on `keys` to some row of `probe` (SQL equality: a NULL matches nothing),
+    one pass over the live files, each file's `columns` only (the lake's names; a column a file lacks reads
+    NULL), then the table's partition columns, then each row's place: `place` names the columns of its file's
+    name and its row number in the file (the positions delete_positions takes). `partitions`: only the files
+    whose first partition column's value is among these (None: every file). Returns the rows and how many rows
+    the pass read (every row of every file it read, its deleted ones too). The files are read in parallel
+    threads; a file's rows are held while it is matched (a column mapping table is refused: callers read it
+    some other way)."""
+    if snap.mapped:
+        raise ValueError(f"{snap.path}: column mapping is on; matching_rows reads files by the columns' own names")
+    chosen = [(f, v) for f, v in snap.files
+              if partitions is None or not snap.partition_columns or v.get(snap.partition_columns[0]) in partitions]
+    wanted = pa.schema([snap.schema.field(c) for c in columns])
+    probe = probe.select(keys)
+
+    def one(item: tuple[Path, dict]) -> tuple[pa.Table, int]:
+        f, values = item
+        pf = pq.ParquetFile(f)
+        held = set(pf.schema_arrow.names)
+        data = pf.read(columns=[c for c in columns if c in held])
+        n = data.num_rows
+        rows = pa.table([data.column(c) if c in held else pa.nulls(n, wanted.field(c).type) for c in columns],
+                        schema=wanted)
+        rows = rows.append_column(place[1], pa.array(np.arange(n, dtype=np.int64)))
+        if f in snap.keep:
+            mask = snap.keep[f]
+            if len(mask) < n:  # rows past the vector's end are kept
+                mask = pa.concat_arrays([mask, pa.array(np.ones(n - len(mask), dtype=bool))])
+            rows = rows.filter(mask[:n])
+        hit = rows.join(probe, keys, join_type="left semi", use_threads=False)
+        for p in snap.partition_columns:
+            text = values.get(p)
+            field = snap.schema.field(p)
+            hit = hit.append_column(field, pa.array([None if text is None else _typed(text, field.type)] * hit.num_rows,
+                                                    field.type))
+        hit = hit.append_column(place[0], pa.array([f.name] * hit.num_rows, pa.string()))
+        return hit, n
+
+    out_schema = pa.schema([*wanted, *(snap.schema.field(p) for p in snap.partition_columns),
+                            pa.field(place[0], pa.string()), pa.field(place[1], pa.int64())])
+    if not chosen:
+        return out_schema.empty_table(), 0
+    with ThreadPoolExecutor(max_workers=min(len(chosen), os.cpu_count() or 1)) as pool:
+        found = list(pool.map(one, chosen))
+    parts = [h.select(out_schema.names).cast(out_schema) for h, _ in found]
+    return pa.concat_tables(parts), sum(n for _, n in found)
 
 
 def duckdb_view(con, name: str, path, version: int | None, select: str | None = None) -> pads.Dataset:

@@ -34,7 +34,9 @@ class RowsRead:
     """The rows propagate's Spark scans read from one source of the lake ("never reads the
     base" measured, not claimed): Spark's "number of output rows" of every Parquet scan of the step, i.e.
     the rows of the row groups it read, before any filter; a cached relation's scan counts once; the rows of a small
-    table the step read itself and sent with its queries (a local relation) count as one scan each time they are sent.
+    table the step read itself and sent with its queries (a local relation) count as one scan each time they are sent,
+    and the delete check's pass made by the step's own process (no Spark job) as one scan of every row of the files
+    it read.
 
     kind: 'base' (a base table at the night's version, lake/tables/<t>/), 'copy' (the lake copy of a view nested
     views read, lake/tables/<view>/), 'changes' (the batch's change files of a table), 'node' (a lattice

@@ -8,6 +8,8 @@ batch, the table, the file or the row, and say what to do.
 from __future__ import annotations
 
 import json
+import shutil
+import uuid
 from dataclasses import dataclass
 from typing import Callable
 from pathlib import Path
@@ -389,6 +391,37 @@ def _matched(spark: SparkSession, lake: Lake, table: Table, state: LakeState, ba
     return str(folder) if on_driver else _recorded_relation(spark, table, folder)
 
 
+def _matched_here(lake: Lake, table: Table, state: LakeState, batch: str, deleted: int, dels: pa.Table) -> pa.Table | None:
+    """_matched's pass and record made in this process, without Spark (driver_checks.matched: every base row
+    equal to a deleted row on the columns that compare alike here and in Spark, each with its place), when apply-base
+    deletes by place and the rows compare here exactly; returns the record's declared columns (None: not made
+    here, nothing written). The rows the pass read count as one read of the base (count_local)."""
+    if not lake_tables.deletes_by_place(lake, table.name, deleted):
+        return None
+    by = state.partitions.get(table.name)
+    wanted = None if by is None else driver_checks.months(dels, table.column(by).name)
+    if by is not None and wanted is None:
+        return None
+    found = driver_checks.matched(lake, state, table, dels, lake_tables.POSITION, wanted)
+    if found is None:
+        return None
+    record, read = found
+    count_local("base", table.name, read)
+    _write_record(lake.matched_dir(batch, table.name, state.version(table.name)), record)
+    return record.select(list(table.column_names))
+
+
+def _write_record(folder: Path, record: pa.Table) -> None:
+    """The delete check's record written as Spark's writer leaves a folder (Parquet files, then _SUCCESS), into a
+    folder of its own first and moved into place: a crash leaves the whole record or none (read_matched)."""
+    part = folder.with_name(f".{folder.name}.{uuid.uuid4().hex}")
+    part.mkdir(parents=True)
+    pq.write_table(record, part / "part-00000.parquet")
+    (part / "_SUCCESS").touch()
+    shutil.rmtree(folder, ignore_errors=True)
+    part.rename(folder)
+
+
 def _recorded_relation(spark: SparkSession, table: Table, folder) -> str:
     """The delete check's record at `folder` as the relation its Spark check reads."""
     record = spark.read.schema(_record_schema(table, Path(folder))).parquet(str(folder))
@@ -441,6 +474,9 @@ def _deletes_check(spark: SparkSession, lake: Lake, table: Table, state: LakeSta
     apply-base (record False) or absent, or over the rows the Spark pass recorded (record True); else in Spark."""
     changes = rows.changes(table)
     if record and state.version(table.name) is not None and changes is not None:
+        here = _matched_here(lake, table, state, batch, deleted, changes[1])
+        if here is not None:
+            return _deletes_exist(table, batch, "", lambda: driver_checks.deletes_exist(table, changes[1], here))
         folder = _matched(spark, lake, table, state, batch, deleted, record, on_driver=True)
         seen = rows.record(table, Path(folder))
         if seen is None:  # a value the driver does not hold as Spark does: Spark's check reads the record

@@ -215,6 +215,51 @@ def new_rows(old: pa.Table, ins: pa.Table, dels: pa.Table, names: list[str]) -> 
     return Counter(tuples(old, names)) - Counter(tuples(dels, names)) + Counter(tuples(ins, names))
 
 
+def months(rows: pa.Table, column: str) -> set[str | None]:
+    """The months ('2024-01'; None for NULL) of a DATE column's values among `rows`, as the lake names a month
+    partition (runtime.lake; Spark's date_format(d, 'yyyy-MM')); None when the column is not a DATE."""
+    values = rows.column(column)
+    if not pa.types.is_date32(values.type):
+        return None
+    return {None if d is None else f"{d.year:04d}-{d.month:02d}" for d in pc.unique(values).to_pylist()}
+
+
+def matched(lake: Lake, state: LakeState, table: Table, dels: pa.Table, place: tuple[str, str],
+            wanted: set | None = None) -> tuple[pa.Table, int] | None:
+    """The delete check's pass over `table`'s base at the lake's state made in this process
+    (runtime.delta.matching_rows): the live rows equal to some deleted row (`dels`, declared columns and types) on
+    every declared column that compares alike here and in Spark (integers, decimals, strings, dates, booleans: not
+    floating point, where -0.0 and NaN do not, and not a column some deleted row holds NULL in, since a NULL matches
+    nothing in a join and Spark's `<=>` matches it). So it keeps every row Spark's `<=>` finds equal to a deleted
+    row, and maybe a few others, as Spark's pass by the rows' hashes does: the check and apply-base match them
+    column by column. `wanted`: only the month partitions among these (a table laid out by month).
+
+    Returns the record (the declared columns in their declared types, the lake's partition column, then `place`:
+    each row's file name and row number) and the rows the pass read; None when it cannot be made here exactly
+    (the pass is then Spark's): a column whose lake type is not its declared one (the layout evolves), a TIMESTAMP
+    column, column mapping on, or no column to match on."""
+    v = state.version(table.name)
+    if v is None or any(types.family(c.type) == "timestamp" for c in table.columns):
+        return None
+    snap = delta.snapshot(lake.table_path(table.name), v)
+    held = {f.name.lower(): f for f in snap.schema}
+    lake_names = []
+    for c in table.columns:
+        field = held.get(c.name.lower())
+        if field is None or field.type != arrow_type(c.type) or field.name in snap.partition_columns:
+            return None
+        lake_names.append(field.name)
+    if snap.mapped:
+        return None
+    keys = [n for c, n in zip(table.columns, lake_names)
+            if types.family(c.type) != "float" and dels.column(c.name).null_count == 0]
+    if not keys:
+        return None
+    probe = dels.rename_columns(lake_names)
+    rows, read = delta.matching_rows(snap, lake_names, probe, keys, place, wanted)
+    return rows.rename_columns([*table.column_names, *rows.column_names[len(lake_names):]]), read
+
+
 # ---------------------------------------------------------------- the checks (each None when the batch is fine)
 
 

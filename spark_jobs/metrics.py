@@ -23,7 +23,9 @@ spark.sql.maxMetadataStringLength characters: the step raises it while it runs. 
 Not measured: what the driver reads outside Spark (pyarrow's checks of the change files, Parquet
 footers for row counts), and scans that are not file scans (cached data). The rows a step sends to Spark
 inside a query's plan (a local relation: a small table's rows read in this process, spark_jobs.changes.local_rows)
-count as one read of their source each time they are sent (count_local), as a file scan of them would.
+count as one read of their source each time they are sent (count_local), as a file scan of them would; so does
+the delete check's pass over a base table when this process makes it (spark_jobs.changes._matched_here): the rows
+of every file it read.
 
 Over Spark Connect ([spark] remote) there is no SparkContext in this process to register a listener on:
 the same events come from the server's own event log instead (_ServerLog), which the server started by
@@ -85,8 +87,9 @@ _ACTIVE = threading.local()  # the ReadMeter measuring this thread, if any
 
 
 def count_local(kind: str, name: str, rows: int) -> None:
-    """`rows` of a source (RowsRead's kind and name) sent to Spark as a local relation: one read of them for
-    the step measuring this thread (nothing when none is)."""
+    """`rows` of a source (RowsRead's kind and name) read in this process for the step (sent to Spark as a local
+    relation, or the delete check's pass made here): one read of them for the step measuring this thread (nothing
+    when none is)."""
     meter = getattr(_ACTIVE, "meter", None)
     if meter is not None:
         meter.local.append(RowsRead(kind, name, rows, 1 if rows else 0))

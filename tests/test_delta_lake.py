@@ -303,3 +303,73 @@ def test_deletes_by_position_from_the_driver_are_deletion_vectors_spark_and_delt
     name = spark.read.format("parquet").load(str(other)).select("_metadata.file_name").first()[0]
     assert delta.delete_positions(other, {name: [0]}, None) is False
     assert delta.version(other) == 0
+
+
+def test_the_delete_checks_pass_in_this_process_keeps_every_row_a_deleted_row_equals(tmp_path, spark):
+    """The delete check's pass made in this process (driver_checks.matched over runtime.delta.matching_rows) keeps
+    every live row Spark finds `<=>`-equal to a deleted row, at the place Spark's reader gives it (file name, row
+    number), with its values; rows it keeps beyond those (a column left out of the match: floating point, or one a
+    deleted row holds NULL in) are rows no deleted row equals. Over a table laid out by month with deletion
+    vectors (a row equal to a deleted one but already deleted is not kept), duplicates, NULLs, -0.0 and NaN; only
+    the deleted rows' months are read. A table whose lake types are not its declared ones, or with a TIMESTAMP
+    column, is left to Spark (None). The oracle is Spark's own NULL-safe semi join over the same Delta table."""
+    import datetime as dt
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+    from lattice.ir import Column, Table
+    from runtime.lake import PART, Lake, LakeState
+    from spark_jobs import driver_checks
+    from spark_jobs.lake_tables import POSITION
+    from spark_jobs.packages import TABLE_PROPERTIES
+
+    lake = Lake(tmp_path / "lake")
+    path = lake.table_path("t")
+    table = Table("t", (Column("k", "INTEGER", False), Column("x", "DOUBLE"), Column("s", "VARCHAR"),
+                        Column("d", "DATE"), Column("amount", "DECIMAL(10,2)")))
+    ddl = "k int, x double, s string, d date, amount decimal(10,2)"
+    jan, feb, mar = dt.date(2026, 1, 5), dt.date(2026, 2, 7), dt.date(2026, 3, 9)
+    nan, one = float("nan"), Decimal("1.00")
+    rows = [(1, 0.0, "a", jan, one), (1, -0.0, "a", jan, one), (1, 0.0, "a", jan, one), (2, nan, None, feb, None),
+            (2, nan, None, feb, None), (2, 2.5, None, feb, None), (3, 1.0, "b", feb, Decimal("-2.50")),
+            (4, 1.0, "c", mar, one), (5, 1.0, "gone", jan, one)]
+    rows += [(100 + i, float(i), f"r{i}", [jan, feb, mar][i % 3], Decimal(i)) for i in range(3000)]
+    base = spark.createDataFrame(rows, ddl).withColumn(PART, F.date_format("d", "yyyy-MM"))
+    writer = base.repartition(2).write.format("delta").partitionBy(PART)
+    for k, v in TABLE_PROPERTIES.items():
+        writer = writer.option(k, v)
+    writer.save(str(path))
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE k = 5 OR k % 7 = 0")  # deletion vectors
+    assert delta.snapshot(path).keep
+    state = LakeState(versions={"t": delta.version(path)}, partitions={"t": "d"})
+    schema = pa.schema([("k", pa.int32()), ("x", pa.float64()), ("s", pa.string()), ("d", pa.date32()),
+                        ("amount", pa.decimal128(10, 2))])
+    dels = pa.Table.from_pylist([dict(zip(schema.names, r)) for r in [
+        (1, -0.0, "a", jan, one), (2, nan, None, feb, None), (3, 1.0, "b", feb, Decimal("-2.50")),
+        (5, 1.0, "gone", jan, one), (101, 1.0, "r1", feb, Decimal(1)), (9, 1.0, "none", jan, one)]], schema)
+
+    wanted = driver_checks.months(dels, "d")
+    assert wanted == {"2026-01", "2026-02"}
+    record, read = driver_checks.matched(lake, state, table, dels, POSITION, wanted)
+
+    cols = list(table.column_names)
+    live = spark.read.format("delta").load(str(path)).select(*cols, PART, "_metadata.file_name", "_metadata.row_index")
+    on = [live[c].eqNullSafe(F.col(f"d_{c}")) for c in cols]
+    equal = live.join(spark.createDataFrame(dels.to_pylist(), ddl).toDF(*[f"d_{c}" for c in cols]), on, "left_semi")
+    key = lambda r: (r["file_name"], r["row_index"])
+    expected = {key(r): (driver_checks.key(tuple(r[c] for c in cols)), r[PART]) for r in equal.collect()}
+    assert len(expected) == 7  # 3 rows of k=1 (0.0 == -0.0), 2 NaN rows, k=3, k=101; not k=5 (deleted), not k=9
+
+    got = {(f, n): (driver_checks.key(t), p) for f, n, p, t in zip(
+        record.column(POSITION[0]).to_pylist(), record.column(POSITION[1]).to_pylist(), record.column(PART).to_pylist(),
+        driver_checks.tuples(record, cols))}
+    wanted_keys = set(driver_checks.tuples(dels, cols))
+    assert {p: v for p, v in got.items() if v[0] in wanted_keys} == expected
+    assert len(got) > len(expected)  # x and s left out of the match: (2, 2.5, NULL, feb, NULL) kept too, equal to none
+    assert record.column_names == [*cols, PART, *POSITION] and record.schema.field("amount").type == pa.decimal128(10, 2)
+    in_months = spark.read.format("parquet").load(str(path)).where(F.col(PART).isin(sorted(wanted))).count()
+    assert read == in_months < len(rows)  # physical rows of the two months' files, deleted ones too; March not read
+
+    stamped = Table("t", table.columns[:3] + (Column("d", "TIMESTAMP"),) + table.columns[4:])
+    assert driver_checks.matched(lake, state, stamped, dels, POSITION, wanted) is None
+    wider = Table("t", table.columns[:4] + (Column("amount", "DECIMAL(12,2)"),))
+    assert driver_checks.matched(lake, state, wider, dels, POSITION, wanted) is None
