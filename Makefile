@@ -42,6 +42,7 @@ $(STAMP): requirements.txt requirements.lock pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -r requirements.lock
 	$(BIN)/pip install -q --no-deps -e .
+	$(BIN)/python -m compileall -q lattice runtime spark_jobs warehouse nightshift dags
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -12,11 +12,16 @@ from __future__ import annotations
 
 import shutil
 import time
+import uuid
 from pathlib import Path
 from typing import Callable
 
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import (BooleanType, ByteType, DateType, DecimalType, DoubleType, FloatType, IntegerType,
+                               LongType, ShortType, StringType)
 
 from lattice import emit
 from lattice.dlattice import lattice_shape
@@ -28,12 +33,17 @@ from runtime.lake import Lake, LakeState, parquet_rows
 from runtime.manifest import MANIFEST_VERSION, DeltaResult, LevelRecord, Manifest, add_rows_read
 from runtime.night import BatchInfo, NightPlan, ViewStep, measures, plan_night, statistics_wanted
 from runtime.options import Options
-from spark_jobs.changes import load_batch
+from spark_jobs.changes import LOCAL_ROWS, load_batch
+from spark_jobs.lake_tables import DRIVER_ROWS
 from spark_jobs.metrics import ReadMeter
 from spark_jobs.nested import read_copy, view_changes
 from spark_jobs.recompute import column_types, recompute_frame, with_holistic_values
+from spark_jobs.session import arrow_batches
 
 PART = "part"
+# the column types a summary-delta written by this process (_write_here) holds exactly as Spark's writer would
+# write them, for the warehouse and Spark to read back alike (a timestamp's time zone, nested types: Spark's writer)
+_PLAIN = (BooleanType, ByteType, ShortType, IntegerType, LongType, FloatType, DoubleType, DecimalType, StringType, DateType)
 Progress = Callable[[str], None]
 
 
@@ -94,7 +104,8 @@ def _propagate(spark: SparkSession, plan: Plan, lake: Lake, batch: str, state: L
     frames.sort(key=lambda f: f[0].part)
     out = lake.delta_root(batch)
     t1 = time.perf_counter()
-    _write_together(frames, out)  # the frames kept by localCheckpoint go with the night's last reference to them
+    # the frames kept by localCheckpoint go with the night's last reference to them
+    _write_together(frames, out, here=_small_night(plan, lake, state, info))
     for frame in shared:
         frame.unpersist()
     # the copies of last-level views (and of views no view reads) follow their summary-deltas as written (not
@@ -218,7 +229,7 @@ def _propagate_level(spark: SparkSession, plan: Plan, lake: Lake, night: NightPl
     for step, _, _ in frames:
         shutil.rmtree(out / f"{PART}={step.part}", ignore_errors=True)  # an emptied delta must not leave an old file
     if frames:
-        _write_together(frames, out, replace_all=False)
+        _write_together(frames, out, replace_all=False, here=_small_night(plan, lake, state, night.info))
     for frame in shared:
         frame.unpersist()
     deltas = _results(frames, out, lambda d: progress(f"propagate {batch} level {level}: sd_{d.view}: {d.rows} rows"))
@@ -367,7 +378,45 @@ def _extremes_by_month(spark: SparkSession, view: View, arg: Argument, changed: 
     return resolved.unionByName(again)
 
 
-def _write_together(frames: list[tuple[ViewStep, View, DataFrame]], out: Path, replace_all: bool = True) -> None:
+def _small_night(plan: Plan, lake: Lake, state: LakeState, info: BatchInfo) -> bool:
+    """Whether the night's summary-deltas are few enough rows to be streamed to this process and written here
+    (_write_here) rather than by Spark's writer: a batch of at most LOCAL_ROWS change rows, and no view kept by
+    recompute over a table of more than DRIVER_ROWS rows (its summary-delta is the whole view). Spark's writer
+    costs a small night a shuffle, a sort and an output commit protocol (about a third of a second on a warm
+    server); a large one it writes in parallel, where this process would take every row through one stream."""
+    if info.rows > LOCAL_ROWS:
+        return False
+    return not any(v.mode == "recompute" and (v.reads or any(lake.rows(t, state) > DRIVER_ROWS for t in v.tables))
+                   for v in plan.lake_views)
+
+
+def _write_here(union: DataFrame, out: Path, parts: list[int]) -> None:
+    """The union of _write_together streamed to this process (session.arrow_batches) and written as Spark's writer
+    lays it out: one Parquet file of every column but `part` in each part=<i>/ folder that has rows, then
+    _SUCCESS. The folders of `parts` go first (a rerun after a crash writes them whole again). One batch at a
+    time is held."""
+    for p in parts:
+        shutil.rmtree(out / f"{PART}={p}", ignore_errors=True)
+    out.mkdir(parents=True, exist_ok=True)
+    writers: dict[int, pq.ParquetWriter] = {}
+    name = f"part-00000-{uuid.uuid4()}.snappy.parquet"
+    try:
+        for batch in arrow_batches(union):
+            column = batch.column(PART)
+            for p in pc.unique(column).to_pylist():
+                rows = batch.filter(pc.equal(column, p)).drop_columns([PART])
+                if p not in writers:
+                    (out / f"{PART}={p}").mkdir(parents=True, exist_ok=True)
+                    writers[p] = pq.ParquetWriter(out / f"{PART}={p}" / name, rows.schema)
+                writers[p].write_batch(rows)
+    finally:
+        for w in writers.values():
+            w.close()
+    (out / "_SUCCESS").touch()
+
+
+def _write_together(frames: list[tuple[ViewStep, View, DataFrame]], out: Path, replace_all: bool = True,
+                    here: bool = False) -> None:
     """All summary-deltas of the night (or of one level) in ONE Spark job: their stages run side by
     side, the base tables the night shares are scanned once for all of them (_share_scans), and the night
     pays one output commit. Each view's columns get the prefix v<i>__ and its rows land in part=<i>/ (the
@@ -377,7 +426,10 @@ def _write_together(frames: list[tuple[ViewStep, View, DataFrame]], out: Path, r
 
     The union is one SQL statement over the frames (each a temporary view), every part selecting its own
     columns and a typed NULL for every other part's: Spark analyzes it once, where a chain of
-    unionByName calls re-analyzed the growing union once per view (quadratic in a project's views)."""
+    unionByName calls re-analyzed the growing union once per view (quadratic in a project's views).
+
+    here: a small night's (_small_night) rows are streamed to this process and written here (_write_here) when
+    every column is of a type in _PLAIN; else, and for every other night, Spark's writer writes them."""
     if replace_all:  # every part=<i>/ goes (an earlier run may have had more views); _night.json and _copies/ stay
         for old in out.glob(f"{PART}=*"):
             shutil.rmtree(old)
@@ -396,8 +448,11 @@ def _write_together(frames: list[tuple[ViewStep, View, DataFrame]], out: Path, r
             for c, t in every]
         parts.append(f"SELECT {', '.join(cols)} FROM {relation}")
     union = spark.sql("\nUNION ALL\n".join(parts))
-    union.repartition(PART).write.mode("overwrite").option("partitionOverwriteMode", "dynamic").partitionBy(PART) \
-        .parquet(str(out))
+    if here and all(isinstance(f.dataType, _PLAIN) for _, fs in fields for f in fs):
+        _write_here(union, out, [step.part for step, _, _ in frames])
+    else:
+        union.repartition(PART).write.mode("overwrite").option("partitionOverwriteMode", "dynamic").partitionBy(PART) \
+            .parquet(str(out))
     for step, _, _ in frames:
         spark.catalog.dropTempView(emit.rel("part", str(step.part)))
 

@@ -13,9 +13,11 @@ import threading
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
+import pyarrow as pa
 from pyspark.errors import PySparkException
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from runtime.errors import ConfigError
 from runtime.lake import Lake
@@ -247,6 +249,20 @@ def _first_line(e: Exception) -> str:
 def is_connect(spark: SparkSession) -> bool:
     """A Spark Connect session (no SparkContext, no JVM in this process)."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def arrow_batches(df: DataFrame) -> Iterator[pa.RecordBatch]:
+    """The rows of `df` as Arrow record batches in this process: over Spark Connect streamed as the server sends
+    them (its execute stream, which PySpark's public API only offers whole, toArrow, or as Python rows), so a
+    reader holds one batch at a time; in a local session collected whole (toArrow)."""
+    spark = df.sparkSession
+    if not is_connect(spark):
+        yield from df.toArrow().to_batches()
+        return
+    client = spark.client
+    for item in client.to_table_as_iterator(df._plan.to_proto(client), df._plan.observations):
+        if isinstance(item, pa.Table):
+            yield from item.to_batches()
 
 
 def server_conf() -> dict[str, str]:
