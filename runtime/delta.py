@@ -480,8 +480,8 @@ def matching_rows(snap: DeltaSnapshot, columns: list[str], probe: pa.Table, keys
     NULL), then the table's partition columns, then each row's place: `place` names the columns of its file's
     name and its row number in the file (the positions delete_positions takes). `partitions`: only the files
     whose first partition column's value is among these (None: every file). Returns the rows and how many rows
-    the pass read (every row of every file it read, its deleted ones too). The files are read in parallel
-    threads; a file's rows are held while it is matched (a column mapping table is refused: callers read it
+    the pass read (every row of every file it read, its deleted ones too). The files' row groups are read in
+    parallel threads, one row group held by each at a time (a column mapping table is refused: callers read it
     some other way)."""
     if snap.mapped:
         raise ValueError(f"{snap.path}: column mapping is on; matching_rows reads files by the columns' own names")
@@ -489,21 +489,28 @@ def matching_rows(snap: DeltaSnapshot, columns: list[str], probe: pa.Table, keys
               if partitions is None or not snap.partition_columns or v.get(snap.partition_columns[0]) in partitions]
     wanted = pa.schema([snap.schema.field(c) for c in columns])
     probe = probe.select(keys)
+    units = []  # (file, its partition values, its footer, row group, the group's first row in the file)
+    for f, values in chosen:
+        meta = pq.read_metadata(f)
+        first = 0
+        for g in range(meta.num_row_groups):
+            units.append((f, values, meta, g, first))
+            first += meta.row_group(g).num_rows
 
-    def one(item: tuple[Path, dict]) -> tuple[pa.Table, int]:
-        f, values = item
-        pf = pq.ParquetFile(f)
+    def one(unit) -> tuple[pa.Table, int]:
+        f, values, meta, g, first = unit
+        pf = pq.ParquetFile(f, metadata=meta)  # a reader of its own: one ParquetFile is not shared by threads
         held = set(pf.schema_arrow.names)
-        data = pf.read(columns=[c for c in columns if c in held])
+        data = pf.read_row_group(g, columns=[c for c in columns if c in held])
         n = data.num_rows
         rows = pa.table([data.column(c) if c in held else pa.nulls(n, wanted.field(c).type) for c in columns],
                         schema=wanted)
-        rows = rows.append_column(place[1], pa.array(np.arange(n, dtype=np.int64)))
+        rows = rows.append_column(place[1], pa.array(np.arange(first, first + n, dtype=np.int64)))
         if f in snap.keep:
-            mask = snap.keep[f]
+            mask = snap.keep[f].slice(first, n)
             if len(mask) < n:  # rows past the vector's end are kept
                 mask = pa.concat_arrays([mask, pa.array(np.ones(n - len(mask), dtype=bool))])
-            rows = rows.filter(mask[:n])
+            rows = rows.filter(mask)
         hit = rows.join(probe, keys, join_type="left semi", use_threads=False)
         for p in snap.partition_columns:
             text = values.get(p)
@@ -515,10 +522,10 @@ def matching_rows(snap: DeltaSnapshot, columns: list[str], probe: pa.Table, keys
 
     out_schema = pa.schema([*wanted, *(snap.schema.field(p) for p in snap.partition_columns),
                             pa.field(place[0], pa.string()), pa.field(place[1], pa.int64())])
-    if not chosen:
+    if not units:
         return out_schema.empty_table(), 0
-    with ThreadPoolExecutor(max_workers=min(len(chosen), os.cpu_count() or 1)) as pool:
-        found = list(pool.map(one, chosen))
+    with ThreadPoolExecutor(max_workers=min(len(units), os.cpu_count() or 1)) as pool:
+        found = list(pool.map(one, units))
     parts = [h.select(out_schema.names).cast(out_schema) for h, _ in found]
     return pa.concat_tables(parts), sum(n for _, n in found)
 

@@ -33,7 +33,7 @@ from runtime.lake import Lake, LakeState, parquet_rows
 from runtime.manifest import MANIFEST_VERSION, DeltaResult, LevelRecord, Manifest, add_rows_read
 from runtime.night import BatchInfo, NightPlan, ViewStep, measures, plan_night, statistics_wanted
 from runtime.options import Options
-from spark_jobs.changes import LOCAL_ROWS, load_batch
+from spark_jobs.changes import load_batch
 from spark_jobs.lake_tables import DRIVER_ROWS
 from spark_jobs.metrics import ReadMeter
 from spark_jobs.nested import read_copy, view_changes
@@ -43,6 +43,9 @@ from spark_jobs.session import arrow_batches
 PART = "part"
 # the column types a summary-delta written by this process (_write_here) holds exactly as Spark's writer would
 # write them, for the warehouse and Spark to read back alike (a timestamp's time zone, nested types: Spark's writer)
+# a night of at most this many change rows has its summary-deltas streamed to the command and written there
+# (_small_night, _write_here)
+WRITE_HERE_CHANGES = 50_000
 _PLAIN = (BooleanType, ByteType, ShortType, IntegerType, LongType, FloatType, DoubleType, DecimalType, StringType, DateType)
 Progress = Callable[[str], None]
 
@@ -380,11 +383,11 @@ def _extremes_by_month(spark: SparkSession, view: View, arg: Argument, changed: 
 
 def _small_night(plan: Plan, lake: Lake, state: LakeState, info: BatchInfo) -> bool:
     """Whether the night's summary-deltas are few enough rows to be streamed to this process and written here
-    (_write_here) rather than by Spark's writer: a batch of at most LOCAL_ROWS change rows, and no view kept by
+    (_write_here) rather than by Spark's writer: a batch of at most WRITE_HERE_CHANGES change rows, and no view kept by
     recompute over a table of more than DRIVER_ROWS rows (its summary-delta is the whole view). Spark's writer
     costs a small night a shuffle, a sort and an output commit protocol (about a third of a second on a warm
     server); a large one it writes in parallel, where this process would take every row through one stream."""
-    if info.rows > LOCAL_ROWS:
+    if info.rows > WRITE_HERE_CHANGES:
         return False
     return not any(v.mode == "recompute" and (v.reads or any(lake.rows(t, state) > DRIVER_ROWS for t in v.tables))
                    for v in plan.lake_views)
