@@ -4,7 +4,8 @@ Spark Connect request timed and attributed to the product line that made it.
     NIGHTSHIFT_SPARK_REMOTE=sc://127.0.0.1:15002 .venv/bin/python -m bench.night_rpcs run --project DIR --batch ID
 
 Takes the nightshift command line. After the command it prints, on stderr, the requests grouped by kind
-(_execute_and_fetch: a query or a command, often Spark jobs; _analyze: a schema or plan probe; config: a
+(_execute_and_fetch: a query or a command, often Spark jobs; to_table_as_iterator: a query whose rows the
+command streams, until its last row; _analyze: a schema or plan probe; config: a
 setting) and by the nightshift line that sent them, slowest first, with the seconds spent importing PySpark's
 client and the whole command's seconds; BENCH_RPC_LOG=1 also lists every request in order. A request's
 seconds are what the command waited for it (the server's work included); the rest of the command is Python.
@@ -27,6 +28,7 @@ from pyspark.sql.connect.client import core  # noqa: E402
 IMPORT_SECONDS = time.perf_counter() - T0
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KINDS = ("_analyze", "_execute", "_execute_and_fetch", "config", "release_session")
+STREAMS = ("to_table_as_iterator",)  # a query whose rows the command reads as they come (its seconds: until the last)
 totals: dict[tuple[str, str], list] = collections.defaultdict(lambda: [0, 0.0])
 requests: list[tuple[float, float, str, str]] = []
 
@@ -55,6 +57,22 @@ def _timed(kind: str):
     setattr(core.SparkConnectClient, kind, timed)
 
 
+def _timed_stream(kind: str):
+    original = getattr(core.SparkConnectClient, kind)
+
+    def timed(self, *args, **kwargs):
+        t, site = time.perf_counter(), _site()
+        try:
+            yield from original(self, *args, **kwargs)
+        finally:
+            seconds = time.perf_counter() - t
+            totals[(kind, site)][0] += 1
+            totals[(kind, site)][1] += seconds
+            requests.append((t - T0, seconds, kind, site))
+
+    setattr(core.SparkConnectClient, kind, timed)
+
+
 def report() -> None:
     n, seconds = sum(v[0] for v in totals.values()), sum(v[1] for v in totals.values())
     print(f"\n{n} Spark Connect requests, {seconds:.2f}s; PySpark client import {IMPORT_SECONDS:.2f}s; "
@@ -69,6 +87,8 @@ def report() -> None:
 def main() -> int:
     for kind in KINDS:
         _timed(kind)
+    for kind in STREAMS:
+        _timed_stream(kind)
     atexit.register(report)
     from nightshift.cli import main as nightshift
 
