@@ -235,10 +235,11 @@ class Cycle:
             optimize=self.options.refresh_optimize,
         )
 
-    def refresh(self, batch: str, notes: dict | None = None) -> StepResult:
-        """notes: recorded in the night's ledger row (the DAG's window override and its reason)."""
+    def refresh(self, batch: str, notes: dict | None = None, status: str | None = None) -> StepResult:
+        """notes: recorded in the night's ledger row (the DAG's window override and its reason). status: the batch's
+        status (Cycle.status) when the caller knows it (run: propagate just ran for it), else read here."""
         t0 = time.perf_counter()
-        status = self.status(batch)
+        status = status or self.status(batch)
         if status != "pending":
             return StepResult("refresh", batch, skipped=f"batch {batch} is already {status} (in the ledger)")
         manifest = self.lake.read_manifest(batch)
@@ -263,9 +264,10 @@ class Cycle:
             return StepResult("refresh", batch, skipped=f"batch {batch} is already in the ledger")
         return StepResult("refresh", batch, seconds=time.perf_counter() - t0, details=stats)
 
-    def apply_base(self, batch: str) -> StepResult:
+    def apply_base(self, batch: str, status: str | None = None) -> StepResult:
+        """status: as refresh's (run: refresh just committed the batch)."""
         t0 = time.perf_counter()
-        status = self.status(batch)
+        status = status or self.status(batch)
         if status == "done":
             return StepResult("apply-base", batch, skipped=f"batch {batch} is already applied to the base")
         if status == "pending":
@@ -306,9 +308,11 @@ class Cycle:
 
     def run(self, batch: str) -> list[StepResult]:
         results = []
+        known = None  # the batch's status after the step before, when that step ran: not read again
         for step in (self.propagate, self.refresh, self.apply_base):
-            r = step(batch)
+            r = step(batch) if known is None else step(batch, status=known)
             results.append(r)
+            known = None if r.skipped else {"propagate": "pending", "refresh": "refreshed"}.get(r.step)
             if r.skipped:
                 self.progress(f"{r.step} {batch}: skipped: {r.skipped}")
             else:

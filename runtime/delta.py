@@ -85,8 +85,32 @@ def version(path) -> int | None:
     return open_table(path).version() if is_delta_table(path) else None
 
 
+_SNAPSHOTS: dict[tuple, DeltaSnapshot] = {}  # snapshot's, by table, version and its commit file's identity
+
+
 def snapshot(path, version: int | None = None) -> DeltaSnapshot:
-    """The table at `version` (else the newest) from its log: live files, partition values, deletion vectors."""
+    """The table at `version` (else the newest) from its log: live files, partition values, deletion vectors.
+    A version read before in this process is not read again (a commit never changes; the key holds its commit
+    file's modification time, size and inode, so a table made anew at the same path is read anew)."""
+    if version is not None:
+        try:
+            st = (Path(path) / "_delta_log" / f"{version:020d}.json").stat()
+            stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+        except OSError:
+            stamp = None
+        key = (str(path), version, stamp)
+        if stamp is not None and key in _SNAPSHOTS:
+            return _SNAPSHOTS[key]
+        snap = _snapshot(path, version)
+        if stamp is not None:
+            if len(_SNAPSHOTS) >= 64:
+                _SNAPSHOTS.pop(next(iter(_SNAPSHOTS)))
+            _SNAPSHOTS[key] = snap
+        return snap
+    return _snapshot(path, version)
+
+
+def _snapshot(path, version: int | None = None) -> DeltaSnapshot:
     dt = open_table(path, version)
     config = dt.metadata().configuration or {}
     mapped = config.get("delta.columnMapping.mode", "none") not in ("none", "")
