@@ -46,7 +46,7 @@ from runtime.lake import PART, ROW_BATCH, ROW_ID, Lake, LakeState, parquet_rows
 from runtime.night import BatchInfo
 from runtime.options import DEFAULT_REWRITE_BELOW
 from spark_jobs.changes import column, in_months, load_batch, month_of, months, read_matched, read_table
-from spark_jobs.driver_checks import BatchRows, arrow_type, tuples
+from spark_jobs.driver_checks import BatchRows, arrow_type, month, months_of, tuples
 from spark_jobs.lake_tables import (DRIVER_ROWS, POSITION, commit_rows, commit_sql, delete_positions, delta_path,
                                     latest_version, live_bytes, table_schema, write, written_whole)
 from spark_jobs.nested import copy_columns, next_copy, next_copy_rows, read_copy
@@ -192,7 +192,7 @@ def _commit_in_driver(lake: Lake, table: Table, state: LakeState, info: BatchInf
     if dict(zip(snap.schema.names, snap.schema.types)) != {c.name: arrow_type(c.type) for c in table.columns} | hidden:
         return None  # sql/schema.sql changed the table (or its names' case): Spark writes it anew
     added = _identified(ins, txn, by, snap.schema)
-    out = {"months": len(_months_of(pa.concat_tables([ins, dels]), by))} if by is not None else {}
+    out = {"months": len(months_of(pa.concat_tables([ins, dels]), by))} if by is not None else {}
     if not info.deleted[table.name]:
         return out if commit_rows(lake, table.name, added, txn, since, "append") else None
     if written_whole(lake, table.name, since, rewrite_below):
@@ -220,18 +220,9 @@ def _identified(ins: pa.Table, txn: int, by: str | None, schema: pa.Schema) -> p
     n = ins.num_rows
     extra = {ROW_BATCH: pa.array([txn] * n, pa.int64()), ROW_ID: pa.array(range(n), pa.int64())}
     if by is not None:
-        extra[PART] = _month(ins.column(by))
+        extra[PART] = month(ins.column(by))
     columns = {name: ins.column(name) for name in ins.column_names} | extra
     return pa.table([columns[name] for name in schema.names], schema=schema)
-
-
-def _month(column) -> pa.ChunkedArray:
-    """month_of in Arrow: 'YYYY-MM' of a date or timestamp, NULL for NULL."""
-    return pc.strftime(column, format="%Y-%m")
-
-
-def _months_of(rows: pa.Table, by: str) -> set:
-    return set(_month(rows.column(by)).to_pylist())
 
 
 def _chosen_rows(base: pa.Table, dels: pa.Table, table: Table, order: list[str]) -> pa.Table | None:

@@ -399,9 +399,7 @@ def _matched_here(lake: Lake, table: Table, state: LakeState, batch: str, delete
     if not lake_tables.deletes_by_place(lake, table.name, deleted):
         return None
     by = state.partitions.get(table.name)
-    wanted = None if by is None else driver_checks.months(dels, table.column(by).name)
-    if by is not None and wanted is None:
-        return None
+    wanted = None if by is None else driver_checks.months_of(dels, table.column(by).name)
     found = driver_checks.matched(lake, state, table, dels, lake_tables.POSITION, wanted)
     if found is None:
         return None

@@ -149,13 +149,10 @@ class BatchRows:
         if v is None:
             return pa.table({c.name: pa.array([], arrow_type(c.type)) for c in table.columns})
         snap = delta.snapshot(self.lake.table_path(table.name), v)
-        held = {f.name.lower(): f for f in snap.schema}
-        for c in table.columns:
-            field = held.get(c.name.lower())
-            if field is None or field.type != arrow_type(c.type):
-                return None  # the table's layout evolves tonight: Spark reads it as sql/schema.sql says
-        rows = delta.dataset_of(snap).to_table(columns=[held[c.name.lower()].name for c in table.columns])
-        return rows.rename_columns(list(table.column_names))
+        names = held_as_declared(snap, table)
+        if names is None:
+            return None  # the table's layout evolves tonight: Spark reads it as sql/schema.sql says
+        return delta.dataset_of(snap).to_table(columns=names).rename_columns(list(table.column_names))
 
     def record(self, table: Table, folder: Path, keep: tuple[str, ...] = ()) -> pa.Table | None:
         """The base rows a delete check kept for `table` (spark_jobs.changes._matched's record at `folder`), with
@@ -176,6 +173,17 @@ class BatchRows:
         if v is None or self.lake.rows(table.name, self.state) > CHECK_ROWS:
             return None
         return delta.read_table(self.lake.table_path(table.name), v)
+
+
+def held_as_declared(snap: delta.DeltaSnapshot, table: Table) -> list[str] | None:
+    """The lake's names of `table`'s declared columns in the Delta table `snap` (matched whatever their case), when
+    it holds every one in its declared Arrow type; None when not (a column added or retyped since: the layout
+    evolves)."""
+    held = {f.name.lower(): f for f in snap.schema}
+    fields = [held.get(c.name.lower()) for c in table.columns]
+    if any(f is None or f.type != arrow_type(c.type) for f, c in zip(fields, table.columns)):
+        return None
+    return [f.name for f in fields]
 
 
 def _declared(rows: pa.Table, table: Table) -> pa.Table | None:
@@ -215,13 +223,14 @@ def new_rows(old: pa.Table, ins: pa.Table, dels: pa.Table, names: list[str]) -> 
     return Counter(tuples(old, names)) - Counter(tuples(dels, names)) + Counter(tuples(ins, names))
 
 
-def months(rows: pa.Table, column: str) -> set[str | None]:
-    """The months ('2024-01'; None for NULL) of a DATE column's values among `rows`, as the lake names a month
-    partition (runtime.lake; Spark's date_format(d, 'yyyy-MM')); None when the column is not a DATE."""
-    values = rows.column(column)
-    if not pa.types.is_date32(values.type):
-        return None
-    return {None if d is None else f"{d.year:04d}-{d.month:02d}" for d in pc.unique(values).to_pylist()}
+def month(column) -> pa.ChunkedArray:
+    """The lake's month of a date or timestamp (spark_jobs.changes.month_of in Arrow): 'YYYY-MM', NULL for NULL."""
+    return pc.strftime(column, format="%Y-%m")
+
+
+def months_of(rows: pa.Table, by: str) -> set:
+    """The months (month) of column `by` among `rows`."""
+    return set(month(rows.column(by)).to_pylist())
 
 
 def matched(lake: Lake, state: LakeState, table: Table, dels: pa.Table, place: tuple[str, str],
@@ -242,14 +251,8 @@ def matched(lake: Lake, state: LakeState, table: Table, dels: pa.Table, place: t
     if v is None or any(types.family(c.type) == "timestamp" for c in table.columns):
         return None
     snap = delta.snapshot(lake.table_path(table.name), v)
-    held = {f.name.lower(): f for f in snap.schema}
-    lake_names = []
-    for c in table.columns:
-        field = held.get(c.name.lower())
-        if field is None or field.type != arrow_type(c.type) or field.name in snap.partition_columns:
-            return None
-        lake_names.append(field.name)
-    if snap.mapped:
+    lake_names = held_as_declared(snap, table)
+    if lake_names is None or snap.mapped or set(lake_names) & set(snap.partition_columns):
         return None
     keys = [n for c, n in zip(table.columns, lake_names)
             if types.family(c.type) != "float" and dels.column(c.name).null_count == 0]

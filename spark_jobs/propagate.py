@@ -41,11 +41,11 @@ from spark_jobs.recompute import column_types, recompute_frame, with_holistic_va
 from spark_jobs.session import arrow_batches
 
 PART = "part"
-# the column types a summary-delta written by this process (_write_here) holds exactly as Spark's writer would
-# write them, for the warehouse and Spark to read back alike (a timestamp's time zone, nested types: Spark's writer)
 # a night of at most this many change rows has its summary-deltas streamed to the command and written there
 # (_small_night, _write_here)
 WRITE_HERE_CHANGES = 50_000
+# the column types a summary-delta written by this process (_write_here) holds exactly as Spark's writer would
+# write them, for the warehouse and Spark to read back alike (a timestamp's time zone, nested types: Spark's writer)
 _PLAIN = (BooleanType, ByteType, ShortType, IntegerType, LongType, FloatType, DoubleType, DecimalType, StringType, DateType)
 Progress = Callable[[str], None]
 
@@ -393,13 +393,11 @@ def _small_night(plan: Plan, lake: Lake, state: LakeState, info: BatchInfo) -> b
                    for v in plan.lake_views)
 
 
-def _write_here(union: DataFrame, out: Path, parts: list[int]) -> None:
+def _write_here(union: DataFrame, out: Path) -> None:
     """The union of _write_together streamed to this process (session.arrow_batches) and written as Spark's writer
     lays it out: one Parquet file of every column but `part` in each part=<i>/ folder that has rows, then
-    _SUCCESS. The folders of `parts` go first (a rerun after a crash writes them whole again). One batch at a
-    time is held."""
-    for p in parts:
-        shutil.rmtree(out / f"{PART}={p}", ignore_errors=True)
+    _SUCCESS (the callers removed the folders it writes: a rerun after a crash writes them whole again). One batch
+    at a time is held."""
     out.mkdir(parents=True, exist_ok=True)
     writers: dict[int, pq.ParquetWriter] = {}
     name = f"part-00000-{uuid.uuid4()}.snappy.parquet"
@@ -452,7 +450,7 @@ def _write_together(frames: list[tuple[ViewStep, View, DataFrame]], out: Path, r
         parts.append(f"SELECT {', '.join(cols)} FROM {relation}")
     union = spark.sql("\nUNION ALL\n".join(parts))
     if here and all(isinstance(f.dataType, _PLAIN) for _, fs in fields for f in fs):
-        _write_here(union, out, [step.part for step, _, _ in frames])
+        _write_here(union, out)
     else:
         union.repartition(PART).write.mode("overwrite").option("partitionOverwriteMode", "dynamic").partitionBy(PART) \
             .parquet(str(out))

@@ -355,7 +355,7 @@ def test_the_delete_checks_pass_in_this_process_keeps_every_row_a_deleted_row_eq
         (1, -0.0, "a", jan, one), (2, nan, None, feb, None), (3, 1.0, "b", feb, Decimal("-2.50")),
         (5, 1.0, "gone", jan, one), (101, 1.0, "r1", feb, Decimal(1)), (9, 1.0, "none", jan, one)]], schema)
 
-    wanted = driver_checks.months(dels, "d")
+    wanted = driver_checks.months_of(dels, "d")
     assert wanted == {"2026-01", "2026-02"}
     record, read = driver_checks.matched(lake, state, table, dels, POSITION, wanted)
 
