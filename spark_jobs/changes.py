@@ -30,6 +30,7 @@ from runtime.night import BatchInfo
 from runtime.options import DEFAULT_REWRITE_BELOW
 from spark_jobs import driver_checks, lake_tables
 from spark_jobs.metrics import count_local
+from spark_jobs.session import query
 
 OP = "_op"
 _SAMPLE = 3
@@ -225,7 +226,7 @@ def _run_checks(spark: SparkSession, checks: list[Check]) -> None:
     if in_spark:
         parts = [f"SELECT {i} AS check, to_json(struct(*)) AS row FROM (SELECT * FROM ({c.sql}) LIMIT 1)" for i, c in in_spark]
         # every check is Spark SQL written with lattice.sql.ident(..., "spark") for names
-        found = spark.sql(" UNION ALL ".join(parts)).collect()
+        found = query(spark, " UNION ALL ".join(parts)).collect()
         if found:
             r = min(found, key=lambda r: r["check"])
             first = (r["check"], json.loads(r["row"]))

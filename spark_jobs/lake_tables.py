@@ -204,7 +204,7 @@ def commit_sql(spark: SparkSession, lake: Lake, name: str, txn: int, since: int 
         return False
     spark.conf.set(_MARK, mark)
     try:
-        spark.sql(sql).collect()
+        spark.sql(sql)  # a command runs when it is sent
     finally:
         spark.conf.unset(_MARK)
     return True

@@ -22,6 +22,7 @@ from spark_jobs.lake_tables import DRIVER_ROWS, latest_version, write
 from spark_jobs.nested import read_copy, register_old
 from spark_jobs.propagate import along_lattice
 from spark_jobs.recompute import column_types, recompute_frame
+from spark_jobs.session import query
 
 
 def materialize(
@@ -108,7 +109,7 @@ def _from_built(spark: SparkSession, plan: Plan, view, edge: Edge, node: Lattice
                           lambda j: emit.rel("new", j.table), plan.schema)
     if not node.keys:
         sql += "\nHAVING COUNT(*) > 0"  # a grand total over no rows: as materialize writes it
-    df = spark.sql(to_dialect(sql, "spark"))
+    df = query(spark, to_dialect(sql, "spark"))
     columns = [(k.name, k.type) for k in view.keys] + [(s.column, s.type) for s in view.stored]
     return df.select(*[F.col(ident(c, "spark")).cast(types.spark_type(t)).alias(c) for c, t in columns])
 

@@ -28,6 +28,7 @@ from lattice.ir import View
 from lattice.sql import ident, to_dialect
 from runtime.lake import Lake, LakeState
 from spark_jobs.changes import column, read_table
+from spark_jobs.session import query
 
 
 def copy_columns(view: View) -> list[tuple[str, str]]:
@@ -47,7 +48,7 @@ def read_copy(spark: SparkSession, lake: Lake, view: View, state: LakeState) -> 
 def register_old(spark: SparkSession, view: View, copy: DataFrame) -> None:
     """__ns_old_<V>: V's served rows at the base state (materialize; a night before its updates)."""
     copy.createOrReplaceTempView(emit.rel("copy", view.name))
-    spark.sql(to_dialect(emit.served_rows(view, emit.rel("copy", view.name)), "spark")).createOrReplaceTempView(
+    query(spark, to_dialect(emit.served_rows(view, emit.rel("copy", view.name)), "spark")).createOrReplaceTempView(
         emit.rel("old", view.name))
 
 
@@ -62,14 +63,14 @@ def view_changes(spark: SparkSession, view: View, copy: DataFrame, sd: DataFrame
     # lattice-friendly hidden attributes), which points of this level may still derive from
     sd.createOrReplaceTempView(emit.rel("final", name))
     if not change_set:  # the copy's rows of the changed groups are read once, by this write
-        updated = spark.sql(to_dialect(emit.view_update(view, emit.rel("copy", name), emit.rel("final", name)), "spark"))
+        updated = query(spark, to_dialect(emit.view_update(view, emit.rel("copy", name), emit.rel("final", name)), "spark"))
         updated.coalesce(1).write.mode("overwrite").parquet(str(out))
         return None
     # the copy's rows of the changed groups, read from the copy once and kept: the new rows and the
     # deleted old rows come from them (only the MIN/MAX recomputations of outer views read the whole copy)
-    touched = spark.sql(to_dialect(emit.changed_rows(view, emit.rel("copy", name), emit.rel("final", name), True), "spark"))
+    touched = query(spark, to_dialect(emit.changed_rows(view, emit.rel("copy", name), emit.rel("final", name), True), "spark"))
     touched.localCheckpoint().createOrReplaceTempView(emit.rel("touched", name))
-    updated = spark.sql(to_dialect(emit.view_update(view, emit.rel("touched", name), emit.rel("final", name)), "spark"))
+    updated = query(spark, to_dialect(emit.view_update(view, emit.rel("touched", name), emit.rel("final", name)), "spark"))
     updated.coalesce(1).write.mode("overwrite").parquet(str(out))
     updated = spark.read.parquet(str(out))  # read back: every query below sees these rows as written
     updated.createOrReplaceTempView(emit.rel("updated", name))
@@ -85,7 +86,7 @@ def view_changes(spark: SparkSession, view: View, copy: DataFrame, sd: DataFrame
                                       f"SELECT {', '.join(c for c, _ in _quoted(view))} FROM {alive} AS a)"),
     }
     for kind, text in sql.items():
-        spark.sql(to_dialect(text, "spark")).createOrReplaceTempView(emit.rel(kind, name))
+        query(spark, to_dialect(text, "spark")).createOrReplaceTempView(emit.rel(kind, name))
     return updated
 
 
@@ -101,7 +102,7 @@ def next_copy(spark: SparkSession, view: View, copy: DataFrame, updated: DataFra
     kept = emit.changed_rows(view, emit.rel("copy", view.name), emit.rel("updated", view.name), False)
     cols = ", ".join(c for c, _ in _quoted(view))
     sql = f"{kept} UNION ALL SELECT {cols} FROM {emit.rel('updated', view.name)} WHERE _ns_count > 0"
-    return spark.sql(to_dialect(sql, "spark"))
+    return query(spark, to_dialect(sql, "spark"))
 
 
 def next_copy_rows(view: View, copy: pa.Table, updated: pa.Table) -> pa.Table | None:

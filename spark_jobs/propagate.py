@@ -38,7 +38,7 @@ from spark_jobs.lake_tables import DRIVER_ROWS
 from spark_jobs.metrics import ReadMeter
 from spark_jobs.nested import read_copy, view_changes
 from spark_jobs.recompute import column_types, recompute_frame, with_holistic_values
-from spark_jobs.session import arrow_batches
+from spark_jobs.session import arrow_batches, query
 
 PART = "part"
 # a night of at most this many change rows has its summary-deltas streamed to the command and written there
@@ -281,7 +281,7 @@ def _change_distincts(spark: SparkSession, plan: Plan, shape, lake: Lake, info: 
             continue
         joins = [j for v in plan.lake_views if v.fact == fact for j in v.joins]
         joins = list({(j.child, j.parent): j for j in joins}.values())
-        row = spark.sql(to_dialect(emit.change_distincts(fact, joins, wanted), "spark")).collect()[0]
+        row = query(spark, to_dialect(emit.change_distincts(fact, joins, wanted), "spark")).collect()[0]
         for i, combo in enumerate(wanted):
             out[tuple(ColumnRef(t, c) for t, c in combo)] = int(row[f"c{i}"])
     lake.write_change_distincts(info.batch, key, out)
@@ -310,7 +310,7 @@ def along_lattice(spark: SparkSession, plan: Plan, night: NightPlan, compute: se
                 spark.read.parquet(str(stored(step.parent))).createOrReplaceTempView(emit.rel("sd", step.parent))
             edge = lattice.edge(step.parent, step.node)
             sql = emit.derived_summary_delta(edge, lattice.node(step.node), emit.rel("sd", step.parent), plan.schema)
-        raw[step.node] = spark.sql(to_dialect(sql, "spark"))
+        raw[step.node] = query(spark, to_dialect(sql, "spark"))
         raw[step.node].createOrReplaceTempView(emit.rel("sd", step.node))
     return raw
 
@@ -334,7 +334,7 @@ def _summary_delta(spark: SparkSession, view: View, step: ViewStep, changed: fro
     elif step.exact_minmax:
         # lost groups and their exact extremes are few next to the base: broadcast them
         old = emit.rel("copy", view.name) if step.exact_minmax == "extreme_deleted" else None
-        lost = spark.sql(to_dialect(emit.lost_groups(view, step.exact_minmax != "lost", old), "spark"))
+        lost = query(spark, to_dialect(emit.lost_groups(view, step.exact_minmax != "lost", old), "spark"))
         if step.by_month:  # read by several queries (_extremes_by_month): computed once, with the summary-delta under it
             lost = lost.localCheckpoint().toDF(*lost.columns)  # new column identities: the night joins it to sd
         none_lost = lost.isEmpty()  # looked at first: a night where no group lost its extreme reads no rows for it
@@ -344,11 +344,11 @@ def _summary_delta(spark: SparkSession, view: View, step: ViewStep, changed: fro
             if arg.index in step.by_month and not none_lost:
                 exact = _extremes_by_month(spark, view, arg, changed, months(view.fact))
             if exact is None:
-                exact = spark.sql(to_dialect(emit.minmax_recompute(view, arg, changed), "spark"))
+                exact = query(spark, to_dialect(emit.minmax_recompute(view, arg, changed), "spark"))
             if none_lost:
                 exact = exact.limit(0)  # Spark's optimizer drops the whole scan under LIMIT 0
             F.broadcast(exact).createOrReplaceTempView(emit.rel("exact", f"{view.name}_{arg.index}"))
-        sd = spark.sql(to_dialect(emit.with_exact_minmax(view), "spark"))
+        sd = query(spark, to_dialect(emit.with_exact_minmax(view), "spark"))
     if view.has_holistic:  # every changed group's holistic values, from its auxiliary view's rows after the batch
         sd = with_holistic_values(spark, view, sd)
     columns = [k.name for k in view.keys] + [s.column for s in view.stored] + [emit.LOST]
@@ -363,21 +363,21 @@ def _extremes_by_month(spark: SparkSession, view: View, arg: Argument, changed: 
     value it finds is exact. Only the groups it leaves unresolved (none left in those months) are read again
     over every month. None: no deleted value marks where the extremes were, or the first pass would read
     every month (the caller reads them all once)."""
-    bounds = spark.sql(to_dialect(emit.deleted_extremes(view, arg), "spark")).collect()[0]
+    bounds = query(spark, to_dialect(emit.deleted_extremes(view, arg), "spark")).collect()[0]
     window = emit.extremes_within(view, arg, bounds["lo"], bounds["hi"], months)
     if window is None:
         return None
     within, exact = window
-    first = spark.sql(to_dialect(emit.minmax_recompute(view, arg, changed, within), "spark")).localCheckpoint()
+    first = query(spark, to_dialect(emit.minmax_recompute(view, arg, changed, within), "spark")).localCheckpoint()
     name = emit.rel("first", f"{view.name}_{arg.index}")
     first.createOrReplaceTempView(name)
-    resolved = spark.sql(to_dialect(emit.resolved_groups(name, exact), "spark"))
-    rest = spark.sql(to_dialect(emit.unresolved_groups(view, name, exact), "spark"))
+    resolved = query(spark, to_dialect(emit.resolved_groups(name, exact), "spark"))
+    rest = query(spark, to_dialect(emit.unresolved_groups(view, name, exact), "spark"))
     if rest.isEmpty():
         return resolved
     rest_name = emit.rel("rest", f"{view.name}_{arg.index}")
     F.broadcast(rest).createOrReplaceTempView(rest_name)
-    again = spark.sql(to_dialect(emit.minmax_recompute(view, arg, changed, lost=rest_name), "spark"))
+    again = query(spark, to_dialect(emit.minmax_recompute(view, arg, changed, lost=rest_name), "spark"))
     return resolved.unionByName(again)
 
 
@@ -425,7 +425,7 @@ def _write_together(frames: list[tuple[ViewStep, View, DataFrame]], out: Path, r
     written (other levels' stay); the files beside them (_night.json, _copies/) stay. No frames (a
     project with no summary view): nothing is written.
 
-    The union is one SQL statement over the frames (each a temporary view), every part selecting its own
+    The union is one SQL statement over the frames (session.query's relations), every part selecting its own
     columns and a typed NULL for every other part's: Spark analyzes it once, where a chain of
     unionByName calls re-analyzed the growing union once per view (quadratic in a project's views).
 
@@ -439,23 +439,21 @@ def _write_together(frames: list[tuple[ViewStep, View, DataFrame]], out: Path, r
     spark = frames[0][2].sparkSession
     fields = [(step, df.schema.fields) for step, _, df in frames]
     every = [(step.prefix + f.name, f.dataType.simpleString()) for step, fs in fields for f in fs]
-    parts = []
+    parts, relations = [], {}
     for (step, _, df), (_, fs) in zip(frames, fields):
         relation = emit.rel("part", str(step.part))
-        df.createOrReplaceTempView(relation)
+        relations[relation] = df
         own = {step.prefix + f.name: f.name for f in fs}
         cols = [f"{step.part} AS {PART}"] + [
             f"{ident(own[c], 'spark')} AS {ident(c, 'spark')}" if c in own else f"{_null_of(t)} AS {ident(c, 'spark')}"
             for c, t in every]
         parts.append(f"SELECT {', '.join(cols)} FROM {relation}")
-    union = spark.sql("\nUNION ALL\n".join(parts))
+    union = query(spark, "\nUNION ALL\n".join(parts), relations)
     if here and all(isinstance(f.dataType, _PLAIN) for _, fs in fields for f in fs):
         _write_here(union, out)
     else:
         union.repartition(PART).write.mode("overwrite").option("partitionOverwriteMode", "dynamic").partitionBy(PART) \
             .parquet(str(out))
-    for step, _, _ in frames:
-        spark.catalog.dropTempView(emit.rel("part", str(step.part)))
 
 
 def _null_of(spark_type: str) -> str:

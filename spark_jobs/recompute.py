@@ -15,15 +15,16 @@ from lattice import emit, types
 from lattice.ir import Plan, View
 from lattice.sql import to_dialect
 from runtime.errors import UnsupportedView
+from spark_jobs.session import query
 
 
 def recompute_frame(spark: SparkSession, plan: Plan, view: View, state: str = "new") -> DataFrame:
     """The view's contents at `state`: an incremental view's storage columns (group keys and hidden
     aggregates, as materialize computes them); a recompute view's declared columns."""
     if view.incremental:  # shaped like its summary-delta (no group lost rows), so every reader finds its columns
-        df = spark.sql(to_dialect(emit.materialize(view, state), "spark")).withColumn(emit.LOST, F.lit(0).cast("int"))
+        df = query(spark, to_dialect(emit.materialize(view, state), "spark")).withColumn(emit.LOST, F.lit(0).cast("int"))
         return with_holistic_values(spark, view, df, state, every_group=True) if view.has_holistic else df
-    df = spark.sql(to_dialect(emit.recompute_sql(view, plan, state), "spark"))
+    df = query(spark, to_dialect(emit.recompute_sql(view, plan, state), "spark"))
     return df.toDF(*[o.name for o in view.outputs])
 
 
@@ -35,9 +36,9 @@ def with_holistic_values(spark: SparkSession, view: View, sd: DataFrame, state: 
     sd.createOrReplaceTempView(emit.rel("hsd", view.name))
     changed = None if every_group else emit.rel("hsd", view.name)
     values = emit.holistic_values(view, emit.rel(state, view.fact), changed, lambda d: emit.rel(state, d))
-    spark.sql(to_dialect(values, "spark")).createOrReplaceTempView(
+    query(spark, to_dialect(values, "spark")).createOrReplaceTempView(
         emit.rel("hol", view.name))
-    return spark.sql(to_dialect(emit.with_holistic(view, emit.rel("hsd", view.name), emit.rel("hol", view.name)), "spark"))
+    return query(spark, to_dialect(emit.with_holistic(view, emit.rel("hsd", view.name), emit.rel("hol", view.name)), "spark"))
 
 
 def column_types(view: View, df: DataFrame) -> tuple[tuple[str, str], ...]:

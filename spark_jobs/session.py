@@ -251,6 +251,30 @@ def is_connect(spark: SparkSession) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
+def query(spark: SparkSession, text: str, relations: dict[str, DataFrame] | None = None) -> DataFrame:
+    """A query nightshift wrote (a SELECT, never a command) as a DataFrame, naming the session's temporary views and
+    `relations` by their keys. Over Spark Connect this sends nothing: the query, and `relations` with it, go with the
+    request that uses the DataFrame (a write, a stream, a collect, a temporary view of it), where spark.sql is a
+    request of its own (the server checks whether the text is a command) and so is each temporary view. The server
+    names `relations` while it analyzes the query and drops those names after: they must name no temporary view
+    of the session. In a local session (no requests to save): `relations` are temporary views until spark.sql
+    has analyzed the query."""
+    relations = relations or {}
+    if is_connect(spark):
+        from pyspark.sql.connect.dataframe import DataFrame as ConnectDataFrame
+        from pyspark.sql.connect.plan import SQL, SubqueryAlias
+
+        return ConnectDataFrame(SQL(text, views=[SubqueryAlias(df._plan, name) for name, df in relations.items()]),
+                                spark)
+    for name, df in relations.items():
+        df.createOrReplaceTempView(name)
+    try:
+        return spark.sql(text)
+    finally:
+        for name in relations:
+            spark.catalog.dropTempView(name)
+
+
 def arrow_batches(df: DataFrame) -> Iterator[pa.RecordBatch]:
     """The rows of `df` as Arrow record batches in this process: over Spark Connect streamed as the server sends
     them (its execute stream, which PySpark's public API only offers whole, toArrow, or as Python rows), so a

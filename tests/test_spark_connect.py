@@ -341,19 +341,6 @@ def test_a_warm_up_that_cannot_reach_its_server_says_why_and_leaves_nothing(tmp_
     assert not (tmp_path / "warm-up").exists() and seconds > 0
 
 
-@slow
-def test_stop_ends_the_server_and_stopping_again_says_so(server):
-    state = json.loads((server["dir"] / "server.json").read_text())
-    r = nightshift("spark-connect", "stop", "--dir", str(server["dir"]))
-    assert r.returncode == 0 and f"stopped {server['url']}" in r.stdout, r.stderr
-    assert not Path(f"/proc/{state['pid']}").exists() or "SparkConnectServer" not in \
-        Path(f"/proc/{state['pid']}/cmdline").read_bytes().decode(errors="replace")
-    again = nightshift("spark-connect", "stop", "--dir", str(server["dir"]))
-    assert again.returncode == 0 and "not running" in again.stdout
-    status = nightshift("spark-connect", "status", "--dir", str(server["dir"]))
-    assert status.returncode == 3 and "not running" in status.stdout
-
-
 def _event(kind: str, **fields) -> str:
     names = {"start": "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart",
              "end": "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd", "task": "SparkListenerTaskEnd"}
@@ -387,3 +374,76 @@ def test_the_server_log_is_read_from_where_the_step_began_across_rolled_files(tm
     assert _read_log(segments, ours) == (ScanRows(("file:/lake/changes/pos",), 10),)
     assert _has_ended(segments, "step-end") and not _has_ended([(first, begins)], "step-end")
     assert _read_log([(first, len(before))], ours) == (ScanRows(("file:/lake/changes/pos",), 7),)
+
+
+QUERY_SCRIPT = """
+import json, sys
+from pyspark.sql.connect.client import core
+from spark_jobs.session import connect_session, query
+
+sent = []
+for kind in ("_execute_and_fetch_as_iterator", "_analyze"):
+    original = getattr(core.SparkConnectClient, kind)
+    def counted(self, *args, _original=original, _kind=kind, **kwargs):
+        sent.append(_kind)
+        return _original(self, *args, **kwargs)
+    setattr(core.SparkConnectClient, kind, counted)
+
+spark = connect_session(sys.argv[1])
+a = spark.createDataFrame([(1, "x"), (2, "y"), (2, "z"), (None, "n")], "k int, v string")
+b = spark.createDataFrame([(2, 10.5), (3, 1.0)], "k int, w double")
+text = "SELECT a.k, a.v, b.w FROM {a} a JOIN {b} b ON a.k = b.k"
+start = len(sent)
+q = query(spark, text.format(a="__t_a", b="__t_b"), {"__t_a": a, "__t_b": b})
+built = len(sent) - start
+rows = sorted(tuple(r) for r in q.collect())
+left = [r["tableName"] for r in spark.sql("SHOW TABLES").collect() if r["isTemporary"]]
+a.createOrReplaceTempView("__o_a")
+b.createOrReplaceTempView("__o_b")
+expected = sorted(tuple(r) for r in spark.sql(text.format(a="__o_a", b="__o_b")).collect())
+
+print(json.dumps({"built": built, "rows": rows, "expected": expected, "left": left}))
+"""
+
+
+@slow
+def test_a_query_takes_its_relations_along_and_sends_nothing_until_used(server, tmp_path):
+    """session.query over Spark Connect: building the DataFrame sends no request (spark.sql sends one, a temporary
+    view one each); its rows are the same query's over temporary views; no name of its relations stays in the
+    session."""
+    script = tmp_path / "query.py"
+    script.write_text(QUERY_SCRIPT)
+    environment = {**os.environ, "PYTHONPATH": str(ROOT)}
+    r = subprocess.run([sys.executable, str(script), server["url"]], capture_output=True, text=True, env=environment,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["built"] == 0
+    assert out["rows"] == out["expected"] == [[2, "y", 10.5], [2, "z", 10.5]]
+    assert not {"__t_a", "__t_b"} & set(out["left"])
+
+
+def test_a_local_query_with_relations_leaves_no_view_behind(spark):
+    """session.query in a local session: the relations are temporary views only while the query is analyzed; its
+    rows are computed afterwards all the same."""
+    from spark_jobs.session import query
+
+    a = spark.createDataFrame([(1, "x"), (2, "y")], "k int, v string")
+    b = spark.createDataFrame([(2, 10.5), (2, 1.0)], "k int, w double")
+    q = query(spark, "SELECT a.v, b.w FROM __t_a a JOIN __t_b b ON a.k = b.k", {"__t_a": a, "__t_b": b})
+    left = [r["tableName"] for r in spark.sql("SHOW TABLES").collect() if r["isTemporary"]]
+    assert not {"__t_a", "__t_b"} & set(left)
+    assert sorted(tuple(r) for r in q.collect()) == [("y", 1.0), ("y", 10.5)]
+
+
+@slow
+def test_stop_ends_the_server_and_stopping_again_says_so(server):
+    state = json.loads((server["dir"] / "server.json").read_text())
+    r = nightshift("spark-connect", "stop", "--dir", str(server["dir"]))
+    assert r.returncode == 0 and f"stopped {server['url']}" in r.stdout, r.stderr
+    assert not Path(f"/proc/{state['pid']}").exists() or "SparkConnectServer" not in \
+        Path(f"/proc/{state['pid']}/cmdline").read_bytes().decode(errors="replace")
+    again = nightshift("spark-connect", "stop", "--dir", str(server["dir"]))
+    assert again.returncode == 0 and "not running" in again.stdout
+    status = nightshift("spark-connect", "status", "--dir", str(server["dir"]))
+    assert status.returncode == 3 and "not running" in status.stdout
