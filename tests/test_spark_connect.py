@@ -50,14 +50,16 @@ def server(tmp_path_factory):
     elsewhere = folder.parent / "callers-warehouse.duckdb"
     r = nightshift("spark-connect", "start", "--warm-up", "--port", "0", "--dir", str(folder), **env,
                    NIGHTSHIFT_WAREHOUSE_URL=f"duckdb:///{elsewhere}")
-    assert r.returncode == 0, r.stderr + r.stdout
-    assert not elsewhere.exists()  # the warm-up's summary tables never reach the caller's warehouse
-    url = r.stdout.strip().splitlines()[-1]
-    assert url.startswith("sc://127.0.0.1:") and "started" in r.stdout
-    assert "spark-connect: warmed up in " in r.stdout and "warning" not in r.stderr, r.stderr + r.stdout
-    assert not (folder / "warm-up").exists()
-    yield {"url": url, "dir": folder, "env": env}
-    nightshift("spark-connect", "stop", "--dir", str(folder))
+    try:
+        assert r.returncode == 0, r.stderr + r.stdout
+        assert not elsewhere.exists()  # the warm-up's summary tables never reach the caller's warehouse
+        url = r.stdout.strip().splitlines()[-1]
+        assert url.startswith("sc://127.0.0.1:") and "started" in r.stdout
+        assert "spark-connect: warmed up in " in r.stdout and "warning" not in r.stderr, r.stderr + r.stdout
+        assert not (folder / "warm-up").exists()
+        yield {"url": url, "dir": folder, "env": env}
+    finally:  # a server whose start or warm-up was refused above stops too
+        nightshift("spark-connect", "stop", "--dir", str(folder))
 
 
 @slow
