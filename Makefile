@@ -71,8 +71,8 @@ test: $(STAMP) postgres spark-packages docs
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=30 tests
 
-# the compiler and every test that needs no Spark, no Airflow: about a minute
-test-fast: $(STAMP)
+# the compiler and every test that needs no Spark, no Airflow: about a minute (PostgreSQL brought up as for make test)
+test-fast: $(STAMP) postgres
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q -m "not slow" tests
 

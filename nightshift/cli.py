@@ -661,5 +661,24 @@ def _demo(args) -> int:
     return 0
 
 
+def command() -> None:
+    """The `nightshift` program: main(), then the process ends as soon as its work is done. Python's own
+    teardown of the modules a night imports (pandas, pyarrow, SQLAlchemy, PySpark's client: each object freed
+    one by one) takes longer than some nights' window; it is skipped. What an ending must still do is done
+    first: threads the command started are waited for, exit handlers run (logging, temporary folders, a local
+    Spark's own shutdown) and the output is flushed. A command that raises (--help, a bug) ends as Python ends."""
+    code = main()
+    import atexit
+    import threading
+
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    command()

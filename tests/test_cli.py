@@ -300,3 +300,34 @@ def test_a_dag_tasks_spark_submit_has_the_settings_nightshift_run_has():
     assert out[()] == {"spark.sql.session.timeZone": "UTC", "spark.sql.shuffle.partitions": "3",
                        "spark.sql.sources.partitionOverwriteMode": "static"}
     assert out[("--conf", "spark.sql.shuffle.partitions=7")]["spark.sql.shuffle.partitions"] == "7"
+
+
+def test_the_command_ends_at_once_with_its_work_done(tmp_path):
+    """`nightshift` skips Python's teardown of its modules, not what an ending must do: its exit code, its
+    output through a pipe, the threads it started, the exit handlers, and a DuckDB write it did not close."""
+    code = f"""
+import atexit, sys, threading, time
+import duckdb
+from nightshift import cli
+
+def main(argv=None):
+    con = duckdb.connect({str(tmp_path / 'w.duckdb')!r})
+    con.execute("CREATE TABLE t AS SELECT 42 AS x")  # left open: committed, not checkpointed
+    threading.Thread(target=lambda: (time.sleep(0.5), open({str(tmp_path / 'thread')!r}, 'w').write('done'))).start()
+    atexit.register(lambda: open({str(tmp_path / 'atexit')!r}, 'w').write('ran'))
+    print('x' * 100_000)
+    return 7
+
+cli.main = main
+cli.command()
+"""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # the output buffered, as by default
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env=dict(env, PYTHONPATH=str(ROOT)))
+    assert r.returncode == 7, r.stderr[-2000:]
+    assert r.stdout == "x" * 100_000 + "\n"
+    assert (tmp_path / "thread").read_text() == "done" and (tmp_path / "atexit").read_text() == "ran"
+    import duckdb
+
+    with duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT x FROM t").fetchall() == [(42,)]
