@@ -677,9 +677,7 @@ def command() -> None:
     import atexit
     import threading
 
-    for thread in threading.enumerate():
-        if thread is not threading.main_thread() and not thread.daemon:
-            thread.join()
+    threading._shutdown()  # as Python's own ending begins: thread pools told to stop, then every other thread joined
     atexit._run_exitfuncs()
     sys.stdout.flush()
     sys.stderr.flush()

@@ -304,16 +304,21 @@ def test_a_dag_tasks_spark_submit_has_the_settings_nightshift_run_has():
 
 def test_the_command_ends_at_once_with_its_work_done(tmp_path):
     """`nightshift` skips Python's teardown of its modules, not what an ending must do: its exit code, its
-    output through a pipe, the threads it started, the exit handlers, and a DuckDB write it did not close."""
+    output through a pipe, the threads it started (a thread pool left open among them), the exit handlers, and a
+    DuckDB write it did not close."""
     code = f"""
 import atexit, sys, threading, time
+from concurrent.futures import ThreadPoolExecutor
 import duckdb
 from nightshift import cli
+POOLS = []
 
 def main(argv=None):
     con = duckdb.connect({str(tmp_path / 'w.duckdb')!r})
     con.execute("CREATE TABLE t AS SELECT 42 AS x")  # left open: committed, not checkpointed
     threading.Thread(target=lambda: (time.sleep(0.5), open({str(tmp_path / 'thread')!r}, 'w').write('done'))).start()
+    POOLS.append(ThreadPoolExecutor(2))  # kept, never shut down (as a library's pool can be): its idle workers end too
+    POOLS[0].submit(print, 'from a pool never shut down', file=sys.stderr)
     atexit.register(lambda: open({str(tmp_path / 'atexit')!r}, 'w').write('ran'))
     print('x' * 100_000)
     return 7
@@ -322,9 +327,10 @@ cli.main = main
 cli.command()
 """
     env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # the output buffered, as by default
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                        env=dict(env, PYTHONPATH=str(ROOT)))
     assert r.returncode == 7, r.stderr[-2000:]
+    assert "from a pool never shut down" in r.stderr
     assert r.stdout == "x" * 100_000 + "\n"
     assert (tmp_path / "thread").read_text() == "done" and (tmp_path / "atexit").read_text() == "ran"
     import duckdb
