@@ -406,13 +406,14 @@ def _matched_here(lake: Lake, table: Table, state: LakeState, batch: str, delete
         return None
     record, read = found
     count_local("base", table.name, read)
-    _write_record(lake.matched_dir(batch, table.name, state.version(table.name)), record)
+    write_folder(lake.matched_dir(batch, table.name, state.version(table.name)), record)
     return record.select(list(table.column_names))
 
 
-def _write_record(folder: Path, record: pa.Table) -> None:
-    """The delete check's record written as Spark's writer leaves a folder (Parquet files, then _SUCCESS), into a
-    folder of its own first and moved into place: a crash leaves the whole record or none (read_matched)."""
+def write_folder(folder: Path, record: pa.Table) -> None:
+    """Rows written from this process as Spark's writer leaves a folder (Parquet files, then _SUCCESS), into a
+    folder of its own first and moved into place: a crash leaves the whole folder or none (the delete check's
+    record, read_matched; a small lake copy's updates, nested.view_changes)."""
     part = folder.with_name(f".{folder.name}.{uuid.uuid4().hex}")
     part.mkdir(parents=True)
     pq.write_table(record, part / "part-00000.parquet")

@@ -16,6 +16,7 @@ delete of the old row and the insert of the new one):
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pyarrow as pa
@@ -27,8 +28,13 @@ from lattice import emit, types
 from lattice.ir import View
 from lattice.sql import ident, to_dialect
 from runtime.lake import Lake, LakeState
-from spark_jobs.changes import column, read_table
-from spark_jobs.session import query
+from spark_jobs.changes import column, read_table, write_folder
+from spark_jobs.lake_tables import DRIVER_ROWS
+from spark_jobs.session import arrow_batches, query
+
+# the copy column types whose values this process writes as Spark's writer would (a timestamp's time zone and
+# unit: Spark's writer): a small copy's new rows are written here (view_changes)
+_PLAIN = re.compile(r"^(INTEGER|BIGINT|DOUBLE|VARCHAR|DATE|BOOLEAN|DECIMAL\(\d+,\d+\))$")
 
 
 def copy_columns(view: View) -> list[tuple[str, str]]:
@@ -45,6 +51,23 @@ def read_copy(spark: SparkSession, lake: Lake, view: View, state: LakeState) -> 
     return df.select(*[column(c).cast(types.spark_type(t)).alias(c) for c, t in cols])
 
 
+def small_copy(view: View, rows: int) -> bool:
+    """Whether a copy of `rows` rows (at most DRIVER_ROWS, every column of a type in _PLAIN) has its changed groups'
+    new rows written by this process when no view reads its change set tonight (view_changes here=True)."""
+    return rows <= DRIVER_ROWS and all(_PLAIN.match(t) for _, t in copy_columns(view))
+
+
+def _write_here(df: DataFrame, out: Path) -> None:
+    """The rows of `df` streamed to this process and written to `out` as Spark's writer leaves a folder (no job of
+    Spark's writer: its output commit costs a small copy more than its rows); no rows: Spark's writer writes the
+    empty file of df's columns."""
+    batches = list(arrow_batches(df))
+    if batches:
+        write_folder(out, pa.Table.from_batches(batches))
+    else:
+        df.coalesce(1).write.mode("overwrite").parquet(str(out))
+
+
 def register_old(spark: SparkSession, view: View, copy: DataFrame) -> None:
     """__ns_old_<V>: V's served rows at the base state (materialize; a night before its updates)."""
     copy.createOrReplaceTempView(emit.rel("copy", view.name))
@@ -53,10 +76,11 @@ def register_old(spark: SparkSession, view: View, copy: DataFrame) -> None:
 
 
 def view_changes(spark: SparkSession, view: View, copy: DataFrame, sd: DataFrame, out: Path,
-                 change_set: bool = True) -> DataFrame | None:
+                 change_set: bool = True, here: bool = False) -> DataFrame | None:
     """Register V's change set (module docstring) from its copy and final summary-delta `sd`; write
     the changed groups' new stored rows to `out` (apply-base makes them the next copy). Returns them.
-    change_set False (no view reads V's change set tonight): only write them, in one Spark job."""
+    change_set False (no view reads V's change set tonight): only write them, in one Spark job; here (a small
+    copy, small_copy): streamed to this process and written here."""
     name = view.name
     copy.createOrReplaceTempView(emit.rel("copy", name))
     # the final summary-delta under its own name: __ns_sd_<V> stays V's raw lattice point (with its
@@ -64,7 +88,10 @@ def view_changes(spark: SparkSession, view: View, copy: DataFrame, sd: DataFrame
     sd.createOrReplaceTempView(emit.rel("final", name))
     if not change_set:  # the copy's rows of the changed groups are read once, by this write
         updated = query(spark, to_dialect(emit.view_update(view, emit.rel("copy", name), emit.rel("final", name)), "spark"))
-        updated.coalesce(1).write.mode("overwrite").parquet(str(out))
+        if here:
+            _write_here(updated, out)
+        else:
+            updated.coalesce(1).write.mode("overwrite").parquet(str(out))
         return None
     # the copy's rows of the changed groups, read from the copy once and kept: the new rows and the
     # deleted old rows come from them (only the MIN/MAX recomputations of outer views read the whole copy)

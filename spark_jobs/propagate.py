@@ -36,7 +36,7 @@ from runtime.options import Options
 from spark_jobs.changes import load_batch
 from spark_jobs.lake_tables import DRIVER_ROWS
 from spark_jobs.metrics import ReadMeter
-from spark_jobs.nested import read_copy, view_changes
+from spark_jobs.nested import read_copy, small_copy, view_changes
 from spark_jobs.recompute import column_types, recompute_frame, with_holistic_values
 from spark_jobs.session import arrow_batches, query
 
@@ -167,13 +167,17 @@ def _copies(spark: SparkSession, plan: Plan, lake: Lake, night: NightPlan, state
             final_delta: Callable[[str], DataFrame]) -> list[str]:
     """The change sets of the copied views (Plan.copied_views) whose points run at `level` (spark_jobs/nested):
     each from its lake copy and its final summary-delta (final_delta(view)); their copies' next rows
-    are written under _copies/ for apply-base. Returns the views whose copies it updated."""
+    are written under _copies/ for apply-base (by this process for a small copy whose change set no view reads
+    on a small night). Returns the views whose copies it updated."""
     updated = []
     for step in night.copies:
         if step.level == level:
             view = plan.view(step.view)
+            last = level == len(night.levels)  # no view reads its change set: its new rows are only written
             view_changes(spark, view, read_copy(spark, lake, view, state), final_delta(view.name),
-                         lake.copy_update_dir(night.batch, view.name), change_set=level < len(night.levels))
+                         lake.copy_update_dir(night.batch, view.name), change_set=not last,
+                         here=last and _small_night(plan, lake, state, night.info)
+                         and small_copy(view, lake.rows(view.name, state)))
             updated.append(view.name)
     return updated
 

@@ -75,7 +75,10 @@ def _busy(cycle: Cycle) -> set:
 # two runs, both backends and both seeds (the other two pairings repeated them: about 4 minutes of the suite);
 # test_differential, test_holistic and test_nested_paper run random nights over the same modes on both backends
 @pytest.mark.parametrize("backend,seed", [("duckdb", 7), ("postgresql", 8)])
-def test_every_mode_in_one_project_equals_recomputation(tmp_path, spark, quiet, warehouse_url, backend, seed):
+def test_every_mode_in_one_project_equals_recomputation(tmp_path, spark, quiet, warehouse_url, backend, seed, monkeypatch):
+    if seed == 8:  # the lake copies' changed groups by Spark's writer (seed 7's small copies: in the command)
+        import spark_jobs.nested
+        monkeypatch.setattr(spark_jobs.nested, "DRIVER_ROWS", -1)
     root = make_project(tmp_path / "p", VIEWS, url=warehouse_url(backend, f"modes_{seed}"))
     toml = root / "nightshift.toml"
     # priced never traded for a recompute; pos's base laid out by month under every mode
