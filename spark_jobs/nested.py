@@ -16,7 +16,6 @@ delete of the old row and the insert of the new one):
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pyarrow as pa
@@ -30,11 +29,7 @@ from lattice.sql import ident, to_dialect
 from runtime.lake import Lake, LakeState
 from spark_jobs.changes import column, read_table, write_folder
 from spark_jobs.lake_tables import DRIVER_ROWS
-from spark_jobs.session import arrow_batches, query
-
-# the copy column types whose values this process writes as Spark's writer would (a timestamp's time zone and
-# unit: Spark's writer): a small copy's new rows are written here (view_changes)
-_PLAIN = re.compile(r"^(INTEGER|BIGINT|DOUBLE|VARCHAR|DATE|BOOLEAN|DECIMAL\(\d+,\d+\))$")
+from spark_jobs.session import PLAIN_TYPES, arrow_batches, query
 
 
 def copy_columns(view: View) -> list[tuple[str, str]]:
@@ -51,17 +46,17 @@ def read_copy(spark: SparkSession, lake: Lake, view: View, state: LakeState) -> 
     return df.select(*[column(c).cast(types.spark_type(t)).alias(c) for c, t in cols])
 
 
-def small_copy(view: View, rows: int) -> bool:
-    """Whether a copy of `rows` rows (at most DRIVER_ROWS, every column of a type in _PLAIN) has its changed groups'
-    new rows written by this process when no view reads its change set tonight (view_changes here=True)."""
-    return rows <= DRIVER_ROWS and all(_PLAIN.match(t) for _, t in copy_columns(view))
+def small_copy(rows: int) -> bool:
+    """Whether a copy of `rows` rows (at most DRIVER_ROWS) has its changed groups' new rows written by this process
+    when no view reads its change set on a small night (view_changes here=True)."""
+    return rows <= DRIVER_ROWS
 
 
 def _write_here(df: DataFrame, out: Path) -> None:
     """The rows of `df` streamed to this process and written to `out` as Spark's writer leaves a folder (no job of
-    Spark's writer: its output commit costs a small copy more than its rows); no rows: Spark's writer writes the
-    empty file of df's columns."""
-    batches = list(arrow_batches(df))
+    Spark's writer: its output commit costs a small copy more than its rows). Spark's writer writes them when a
+    column's type is not in session.PLAIN_TYPES, and writes the empty file of df's columns when there are no rows."""
+    batches = list(arrow_batches(df)) if all(isinstance(f.dataType, PLAIN_TYPES) for f in df.schema.fields) else []
     if batches:
         write_folder(out, pa.Table.from_batches(batches))
     else:

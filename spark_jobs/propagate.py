@@ -20,8 +20,6 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import (BooleanType, ByteType, DateType, DecimalType, DoubleType, FloatType, IntegerType,
-                               LongType, ShortType, StringType)
 
 from lattice import emit
 from lattice.dlattice import lattice_shape
@@ -38,15 +36,12 @@ from spark_jobs.lake_tables import DRIVER_ROWS
 from spark_jobs.metrics import ReadMeter
 from spark_jobs.nested import read_copy, small_copy, view_changes
 from spark_jobs.recompute import column_types, recompute_frame, with_holistic_values
-from spark_jobs.session import arrow_batches, query
+from spark_jobs.session import PLAIN_TYPES, arrow_batches, query
 
 PART = "part"
 # a night of at most this many change rows has its summary-deltas streamed to the command and written there
 # (_small_night, _write_here)
 WRITE_HERE_CHANGES = 50_000
-# the column types a summary-delta written by this process (_write_here) holds exactly as Spark's writer would
-# write them, for the warehouse and Spark to read back alike (a timestamp's time zone, nested types: Spark's writer)
-_PLAIN = (BooleanType, ByteType, ShortType, IntegerType, LongType, FloatType, DoubleType, DecimalType, StringType, DateType)
 Progress = Callable[[str], None]
 
 
@@ -170,14 +165,14 @@ def _copies(spark: SparkSession, plan: Plan, lake: Lake, night: NightPlan, state
     are written under _copies/ for apply-base (by this process for a small copy whose change set no view reads
     on a small night). Returns the views whose copies it updated."""
     updated = []
+    last = level == len(night.levels)  # no view reads these copies' change sets: their new rows are only written
+    small = last and any(step.level == level for step in night.copies) and _small_night(plan, lake, state, night.info)
     for step in night.copies:
         if step.level == level:
             view = plan.view(step.view)
-            last = level == len(night.levels)  # no view reads its change set: its new rows are only written
             view_changes(spark, view, read_copy(spark, lake, view, state), final_delta(view.name),
                          lake.copy_update_dir(night.batch, view.name), change_set=not last,
-                         here=last and _small_night(plan, lake, state, night.info)
-                         and small_copy(view, lake.rows(view.name, state)))
+                         here=small and small_copy(lake.rows(view.name, state)))
             updated.append(view.name)
     return updated
 
@@ -434,7 +429,7 @@ def _write_together(frames: list[tuple[ViewStep, View, DataFrame]], out: Path, r
     unionByName calls re-analyzed the growing union once per view (quadratic in a project's views).
 
     here: a small night's (_small_night) rows are streamed to this process and written here (_write_here) when
-    every column is of a type in _PLAIN; else, and for every other night, Spark's writer writes them."""
+    every column is of a type in session.PLAIN_TYPES; else, and for every other night, Spark's writer writes them."""
     if replace_all:  # every part=<i>/ goes (an earlier run may have had more views); _night.json and _copies/ stay
         for old in out.glob(f"{PART}=*"):
             shutil.rmtree(old)
@@ -453,7 +448,7 @@ def _write_together(frames: list[tuple[ViewStep, View, DataFrame]], out: Path, r
             for c, t in every]
         parts.append(f"SELECT {', '.join(cols)} FROM {relation}")
     union = query(spark, "\nUNION ALL\n".join(parts), relations)
-    if here and all(isinstance(f.dataType, _PLAIN) for _, fs in fields for f in fs):
+    if here and all(isinstance(f.dataType, PLAIN_TYPES) for _, fs in fields for f in fs):
         _write_here(union, out)
     else:
         union.repartition(PART).write.mode("overwrite").option("partitionOverwriteMode", "dynamic").partitionBy(PART) \

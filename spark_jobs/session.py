@@ -18,6 +18,8 @@ from typing import Iterator
 import pyarrow as pa
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import (BooleanType, ByteType, DateType, DecimalType, DoubleType, FloatType, IntegerType,
+                               LongType, ShortType, StringType)
 
 from runtime.errors import ConfigError
 from runtime.lake import Lake
@@ -273,6 +275,12 @@ def query(spark: SparkSession, text: str, relations: dict[str, DataFrame] | None
     finally:
         for name in relations:
             spark.catalog.dropTempView(name)
+
+
+# the column types whose values this process writes from Arrow exactly as Spark's writer would write them, for the
+# warehouse and Spark to read back alike (a timestamp's time zone, nested types: Spark's writer)
+PLAIN_TYPES = (BooleanType, ByteType, ShortType, IntegerType, LongType, FloatType, DoubleType, DecimalType, StringType,
+               DateType)
 
 
 def arrow_batches(df: DataFrame) -> Iterator[pa.RecordBatch]:
