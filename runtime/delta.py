@@ -497,6 +497,43 @@ def read_table(path, version: int | None = None, columns: list[str] | None = Non
     return arrow_dataset(path, version).to_table(columns=columns)
 
 
+# matching_rows reads each file this many rows at a time (memory is reused batch to batch, not taken anew per file)
+MATCH_BATCH = 1 << 18
+_MIX = np.uint64(0x9E3779B97F4A7C15)  # an odd 64-bit constant: row_words mixes columns by multiply-add with it
+
+
+def _fixed(t: pa.DataType) -> bool:
+    """Whether row_words takes a column of type `t`."""
+    return pa.types.is_decimal128(t) or pa.types.is_integer(t) or pa.types.is_date(t)
+
+
+def row_words(arrays: list[pa.Array]) -> np.ndarray | None:
+    """One 64-bit word per row over the fixed-width values of `arrays` (integers, dates, decimals: their bits, a
+    decimal's low 64), mixed column by column: rows equal on these columns have equal words, unequal ones rarely do.
+    A NULL's word is whatever its slot holds (callers match such rows exactly after). None: a column of another type."""
+    words = None
+    with np.errstate(over="ignore"):
+        for a in arrays:
+            t = a.type
+            if not len(a):
+                held = np.zeros(0, dtype=np.uint64)
+            elif pa.types.is_decimal128(t):
+                held = np.frombuffer(a.buffers()[1], dtype=np.uint64, count=2 * (a.offset + len(a)))[2 * a.offset::2]
+            elif pa.types.is_integer(t) or pa.types.is_date(t):
+                held = np.frombuffer(a.buffers()[1], dtype=np.dtype(f"i{t.bit_width // 8}"),
+                                     count=a.offset + len(a))[a.offset:]
+            else:
+                return None
+            if words is None:
+                words = held.astype(np.uint64)
+            else:
+                words *= _MIX
+                words += held.astype(np.uint64, copy=False)
+        if words is not None:
+            words *= _MIX  # every column's bits reach the word's high bits (the sieve's index)
+    return words
+
+
 def matching_rows(snap: DeltaSnapshot, columns: list[str], probe: pa.Table, keys: list[str],
                   place: tuple[str, str], partitions: set | None = None) -> tuple[pa.Table, int]:
     """The live rows of `snap` equal on `keys` to some row of `probe` (SQL equality: a NULL matches nothing),
@@ -504,52 +541,73 @@ def matching_rows(snap: DeltaSnapshot, columns: list[str], probe: pa.Table, keys
     NULL), then the table's partition columns, then each row's place: `place` names the columns of its file's
     name and its row number in the file (the positions delete_positions takes). `partitions`: only the files
     whose first partition column's value is among these (None: every file). Returns the rows and how many rows
-    the pass read (every row of every file it read, its deleted ones too). The files' row groups are read in
-    parallel threads, one row group held by each at a time (a column mapping table is refused: callers read it
-    some other way)."""
+    the pass read (every row of every file it read, its deleted ones too). The files are read in parallel
+    threads, MATCH_BATCH rows at a time; a batch's rows are first sifted by one word per row over the fixed-width
+    keys (row_words) against the probe's words (a bitmap of their high bits, then the words themselves), and only
+    the few that pass are matched on every key (a column
+    mapping table is refused: callers read it some other way)."""
     if snap.mapped:
         raise ValueError(f"{snap.path}: column mapping is on; matching_rows reads files by the columns' own names")
     chosen = [(f, v) for f, v in snap.files
               if partitions is None or not snap.partition_columns or v.get(snap.partition_columns[0]) in partitions]
     wanted = pa.schema([snap.schema.field(c) for c in columns])
     probe = probe.select(keys)
-    units = []  # (file, its partition values, its footer, row group, the group's first row in the file)
-    for f, values in chosen:
-        meta = pq.read_metadata(f)
-        first = 0
-        for g in range(meta.num_row_groups):
-            units.append((f, values, meta, g, first))
-            first += meta.row_group(g).num_rows
+    sift = [k for k in keys if _fixed(wanted.field(k).type)]
+    if sift:
+        try:
+            probe_words = row_words([a.combine_chunks() for a in probe.select(sift).cast(
+                pa.schema([wanted.field(k) for k in sift])).columns])
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            sift = []
+    known = pa.array(np.unique(probe_words).view(np.int64)) if sift else None
+    if sift:  # a bitmap over the words' high bits, about 16 bits per probe word: most rows leave at one lookup there
+        bits = min(24, max(16, int(np.ceil(np.log2(16 * max(1, len(known)))))))
+        shift = np.uint64(64 - bits)
+        sieve = np.zeros(1 << bits, dtype=np.bool_)
+        sieve[(probe_words >> shift).astype(np.intp)] = True
 
     def one(unit) -> tuple[pa.Table, int]:
-        f, values, meta, g, first = unit
-        pf = pq.ParquetFile(f, metadata=meta)  # a reader of its own: one ParquetFile is not shared by threads
+        f, values = unit
+        pf = pq.ParquetFile(f)
         held = set(pf.schema_arrow.names)
-        data = pf.read_row_group(g, columns=[c for c in columns if c in held])
-        n = data.num_rows
-        rows = pa.table([data.column(c) if c in held else pa.nulls(n, wanted.field(c).type) for c in columns],
-                        schema=wanted)
-        rows = rows.append_column(place[1], pa.array(np.arange(first, first + n, dtype=np.int64)))
-        if f in snap.keep:
-            mask = snap.keep[f].slice(first, n)
-            if len(mask) < n:  # rows past the vector's end are kept
-                mask = pa.concat_arrays([mask, pa.array(np.ones(n - len(mask), dtype=bool))])
-            rows = rows.filter(mask)
-        hit = rows.join(probe, keys, join_type="left semi", use_threads=False)
+        present = [c for c in columns if c in held]
+        sifted = sift and all(k in held for k in sift)
+        parts, first = [], 0
+        keep = snap.keep.get(f)
+        for batch in pf.iter_batches(batch_size=MATCH_BATCH, columns=present, use_threads=False):
+            n = batch.num_rows
+            rows = np.arange(first, first + n, dtype=np.int64)
+            if sifted:
+                words = row_words([batch.column(k) for k in sift])
+                hit = np.flatnonzero(sieve[(words >> shift).astype(np.intp)])
+                hit = hit[pc.is_in(pa.array(words[hit].view(np.int64)), value_set=known).to_numpy(zero_copy_only=False)]
+                batch, rows = batch.take(pa.array(hit)), rows[hit]
+            if keep is not None:  # rows past the vector's end are kept
+                inside = rows < len(keep)
+                alive = np.ones(len(rows), dtype=bool)
+                alive[inside] = keep.take(pa.array(rows[inside])).to_numpy(zero_copy_only=False)
+                batch, rows = batch.filter(pa.array(alive)), rows[alive]
+            parts.append(pa.table([batch.column(c) if c in held else pa.nulls(len(rows), wanted.field(c).type)
+                                   for c in columns] + [pa.array(rows)], names=[*columns, place[1]]))
+            first += n
+        data = pa.concat_tables(parts) if parts else pa.table(
+            {**{c: pa.array([], wanted.field(c).type) for c in columns}, place[1]: pa.array([], pa.int64())})
+        hit = data.cast(pa.schema([*wanted, pa.field(place[1], pa.int64())])).join(
+            probe, keys, join_type="left semi", use_threads=False)
         for p in snap.partition_columns:
             text = values.get(p)
             field = snap.schema.field(p)
             hit = hit.append_column(field, pa.array([None if text is None else _typed(text, field.type)] * hit.num_rows,
                                                     field.type))
         hit = hit.append_column(place[0], pa.array([f.name] * hit.num_rows, pa.string()))
-        return hit, n
+        return hit, first
 
     out_schema = pa.schema([*wanted, *(snap.schema.field(p) for p in snap.partition_columns),
                             pa.field(place[0], pa.string()), pa.field(place[1], pa.int64())])
-    if not units:
+    if not chosen:
         return out_schema.empty_table(), 0
-    with ThreadPoolExecutor(max_workers=min(len(units), os.cpu_count() or 1)) as pool:
-        found = list(pool.map(one, units))
+    with ThreadPoolExecutor(max_workers=min(len(chosen), os.cpu_count() or 1)) as pool:
+        found = list(pool.map(one, chosen))
     parts = [h.select(out_schema.names).cast(out_schema) for h, _ in found]
     return pa.concat_tables(parts), sum(n for _, n in found)
 

@@ -381,3 +381,40 @@ def test_the_delete_checks_pass_in_this_process_keeps_every_row_a_deleted_row_eq
     assert driver_checks.matched(lake, state, stamped, dels, POSITION, wanted) is None
     wider = Table("t", table.columns[:4] + (Column("amount", "DECIMAL(12,2)"),))
     assert driver_checks.matched(lake, state, wider, dels, POSITION, wanted) is None
+
+
+def test_a_table_laid_out_by_month_is_read_by_delta_only_when_most_of_it_has_deletion_vectors(tmp_path, spark, monkeypatch):
+    """lake_tables.delta_reads: past DELTA_READS bytes of files with a deletion vector (here: any), an unpartitioned
+    table is read by Delta's own reader; a table laid out by month only once those files hold half its live bytes
+    (a night reads it a few months at a time, and only the marked months it reads pay the anti join). Either way
+    read gives the same live rows as Delta's own reader."""
+    from pyspark.sql import functions as F
+    from runtime.lake import PART
+    from spark_jobs.packages import TABLE_PROPERTIES
+
+    monkeypatch.setattr(lake_tables, "DELTA_READS", 0)
+
+    def table(path, by_month: bool) -> None:
+        df = spark.range(300).select(F.col("id").cast("int").alias("k"),
+                                     F.format_string("2026-%02d", (F.col("id") % 3 + 1).cast("int")).alias(PART))
+        writer = df.repartition(1).write.format("delta")
+        writer = writer.partitionBy(PART) if by_month else writer
+        for key, value in TABLE_PROPERTIES.items():
+            writer = writer.option(key, value)
+        writer.save(str(path))
+
+    def live(path) -> list:
+        snap = delta.snapshot(path)
+        return sorted(r["k"] for r in lake_tables.read(spark, path, snap.version).collect())
+
+    flat, months = tmp_path / "flat", tmp_path / "months"
+    table(flat, False)
+    table(months, True)
+    for path in (flat, months):
+        spark.sql(f"DELETE FROM {delta_path(path)} WHERE k = 0")  # one deletion vector: one file of three months'
+    assert lake_tables.delta_reads(delta.snapshot(flat))
+    assert not lake_tables.delta_reads(delta.snapshot(months))
+    assert live(months) == list(range(1, 300))
+    spark.sql(f"DELETE FROM {delta_path(months)} WHERE k IN (1, 2)")  # every month's file has one now
+    assert lake_tables.delta_reads(delta.snapshot(months))
+    assert live(months) == list(range(3, 300))
