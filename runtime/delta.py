@@ -541,11 +541,11 @@ def matching_rows(snap: DeltaSnapshot, columns: list[str], probe: pa.Table, keys
     NULL), then the table's partition columns, then each row's place: `place` names the columns of its file's
     name and its row number in the file (the positions delete_positions takes). `partitions`: only the files
     whose first partition column's value is among these (None: every file). Returns the rows and how many rows
-    the pass read (every row of every file it read, its deleted ones too). The files are read in parallel
-    threads, MATCH_BATCH rows at a time; a batch's rows are first sifted by one word per row over the fixed-width
-    keys (row_words) against the probe's words (a bitmap of their high bits, then the words themselves), and only
-    the few that pass are matched on every key (a column
-    mapping table is refused: callers read it some other way)."""
+    the pass read (every row of every file it read, its deleted ones too). The files' row groups are read in
+    parallel threads, MATCH_BATCH rows at a time; a batch's rows are first sifted by one word per row over the
+    fixed-width keys (row_words) against the probe's words (a bitmap of their high bits, then the words
+    themselves), and only the few that pass are matched on every key (a column mapping table is refused: callers
+    read it some other way)."""
     if snap.mapped:
         raise ValueError(f"{snap.path}: column mapping is on; matching_rows reads files by the columns' own names")
     chosen = [(f, v) for f, v in snap.files
@@ -566,15 +566,23 @@ def matching_rows(snap: DeltaSnapshot, columns: list[str], probe: pa.Table, keys
         sieve = np.zeros(1 << bits, dtype=np.bool_)
         sieve[(probe_words >> shift).astype(np.intp)] = True
 
+    units = []  # (file, its partition values, its footer, row group, the group's first row in the file)
+    for f, values in chosen:
+        meta = pq.read_metadata(f)
+        first = 0
+        for g in range(meta.num_row_groups):
+            units.append((f, values, meta, g, first))
+            first += meta.row_group(g).num_rows
+
     def one(unit) -> tuple[pa.Table, int]:
-        f, values = unit
-        pf = pq.ParquetFile(f)
+        f, values, meta, g, first = unit
+        pf = pq.ParquetFile(f, metadata=meta)  # a reader of its own: one ParquetFile is not shared by threads
         held = set(pf.schema_arrow.names)
         present = [c for c in columns if c in held]
-        sifted = sift and all(k in held for k in sift)
-        parts, first = [], 0
+        sifted = bool(sift) and all(k in held for k in sift)
+        parts, start = [], first
         keep = snap.keep.get(f)
-        for batch in pf.iter_batches(batch_size=MATCH_BATCH, columns=present, use_threads=False):
+        for batch in pf.iter_batches(batch_size=MATCH_BATCH, row_groups=[g], columns=present, use_threads=False):
             n = batch.num_rows
             rows = np.arange(first, first + n, dtype=np.int64)
             if sifted:
@@ -600,14 +608,14 @@ def matching_rows(snap: DeltaSnapshot, columns: list[str], probe: pa.Table, keys
             hit = hit.append_column(field, pa.array([None if text is None else _typed(text, field.type)] * hit.num_rows,
                                                     field.type))
         hit = hit.append_column(place[0], pa.array([f.name] * hit.num_rows, pa.string()))
-        return hit, first
+        return hit, first - start
 
     out_schema = pa.schema([*wanted, *(snap.schema.field(p) for p in snap.partition_columns),
                             pa.field(place[0], pa.string()), pa.field(place[1], pa.int64())])
-    if not chosen:
+    if not units:
         return out_schema.empty_table(), 0
-    with ThreadPoolExecutor(max_workers=min(len(chosen), os.cpu_count() or 1)) as pool:
-        found = list(pool.map(one, chosen))
+    with ThreadPoolExecutor(max_workers=min(len(units), os.cpu_count() or 1)) as pool:
+        found = list(pool.map(one, units))
     parts = [h.select(out_schema.names).cast(out_schema) for h, _ in found]
     return pa.concat_tables(parts), sum(n for _, n in found)
 

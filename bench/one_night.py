@@ -1,0 +1,97 @@
+"""One night of bench.no_scans's by-month, maps project, timed on fresh copies of a saved project in one process:
+for comparing the code on PYTHONPATH against other code on the same lake state, in turns, without the two-hour
+run of bench.no_scans.
+
+    .venv/bin/python -m bench.one_night save --pos 100000000 --project /tmp/nights100m
+    .venv/bin/python -m bench.one_night time --project /tmp/nights100m --night update [--runs 3] [--duckdb]
+
+`save` makes the project (bench.no_scans's layout: pos laid out by month, sCD_sales, sR_sales and SiC_sales kept over
+maps), loads --pos rows, runs the recent-corrections night, and writes the update-generating and the
+insertion-generating nights' batches (bench.no_scans's nights two and three) without running them.
+
+`time` copies the saved project afresh for every run and times propagate, refresh and apply-base of one night
+(`update`, or `insertion`: the update-generating night is run untimed before it), all runs in one process and one
+Spark; the first run warms Spark and is not reported (bench.no_scans's nights run after its first load in the same
+process). --duckdb: DuckDB's recompute of every view on the last copy, after the night. Prints one line per run and
+the machine's load at the start: run it on an idle machine, the two codes in turns (PYTHONPATH=<other checkout>).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from bench.measure import duckdb_recompute
+from bench.no_scans import project, recent
+from nightshift.config import load_project
+from nightshift.cycle import Cycle
+from nightshift.example import RetailGenerator, batch_id, write_batch
+
+NIGHTS = ("update", "insertion")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.one_night", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("save", help="make, load and save the project")
+    s.add_argument("--pos", type=int, default=10_000_000, help="pos rows of the first load")
+    s.add_argument("--project", required=True, help="the folder the saved project goes to (replaced)")
+    t = sub.add_parser("time", help="time one night on fresh copies of the saved project")
+    t.add_argument("--project", required=True, help="a folder `save` wrote")
+    t.add_argument("--night", choices=NIGHTS, default="update")
+    t.add_argument("--runs", type=int, default=3, help="timed runs (after one run that warms Spark)")
+    t.add_argument("--duckdb", action="store_true", help="also time DuckDB's recompute of every view")
+    args = p.parse_args(argv)
+    return save(Path(args.project), args.pos) if args.command == "save" else \
+        time_night(Path(args.project), args.night, args.runs, args.duckdb)
+
+
+def save(root: Path, rows: int) -> int:
+    shutil.rmtree(root, ignore_errors=True)
+    project(root, "by_month")
+    gen = RetailGenerator(seed=42)
+    first = gen.write(root / "lake", rows, 0)[0]
+    cycle = Cycle(load_project(root), progress=lambda m: print(m, flush=True))
+    cycle.run(first)
+    changes = int(rows * 0.001)
+    night = batch_id(gen.days + 1)
+    write_batch(root / "lake", "pos", night, recent(gen, changes))
+    cycle.run(night)
+    cycle.close()
+    update, insertion = batch_id(gen.days + 2), batch_id(gen.days + 3)
+    write_batch(root / "lake", "pos", update, gen.update_generating(changes))
+    write_batch(root / "lake", "pos", insertion, gen.insertion_generating(gen.days + 3, changes))
+    (root / "nights.txt").write_text(f"update {update}\ninsertion {insertion}\n")
+    print(f"saved {root}: update-generating night {update}, insertion-generating night {insertion}")
+    return 0
+
+
+def time_night(saved: Path, night: str, runs: int, duckdb: bool) -> int:
+    batches = dict(line.split() for line in (saved / "nights.txt").read_text().splitlines())
+    before = [batches["update"]] if night == "insertion" else []
+    print(f"load average at the start: {os.getloadavg()[0]:.2f}; code: {Path(__file__).resolve().parent.parent}")
+    copy = saved.with_name(saved.name + "-run")
+    for i in range(runs + 1):
+        shutil.rmtree(copy, ignore_errors=True)
+        subprocess.run(["cp", "-a", str(saved), str(copy)], check=True)
+        cycle = Cycle(load_project(copy), progress=lambda m: None)
+        for b in before:
+            cycle.run(b)
+        p = cycle.propagate(batches[night])
+        r = cycle.refresh(batches[night])
+        a = cycle.apply_base(batches[night])
+        if i:
+            print(f"run {i}: propagate {p.seconds:.2f} s, refresh {r.seconds:.2f} s, apply-base {a.seconds:.2f} s, "
+                  f"whole night {p.seconds + r.seconds + a.seconds:.2f} s", flush=True)
+        if duckdb and i == runs:
+            print(f"DuckDB's recompute of every view: {duckdb_recompute(cycle):.2f} s", flush=True)
+        cycle.close()
+    shutil.rmtree(copy, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
