@@ -12,7 +12,8 @@ insertion-generating nights' batches (bench.no_scans's nights two and three) wit
 `time` copies the saved project afresh for every run and times propagate, refresh and apply-base of one night
 (`update`, or `insertion`: the update-generating night is run untimed before it), all runs in one process and one
 Spark; the first run warms Spark and is not reported (bench.no_scans's nights run after its first load in the same
-process). --duckdb: DuckDB's recompute of every view on the last copy, after the night. Prints one line per run and
+process). --duckdb: DuckDB's recompute of every view on the last copy, after the night; --progress: the timed
+runs' progress lines. Prints one line per run and
 the machine's load at the start: run it on an idle machine, the two codes in turns (PYTHONPATH=<other checkout>).
 """
 
@@ -44,9 +45,10 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--night", choices=NIGHTS, default="update")
     t.add_argument("--runs", type=int, default=3, help="timed runs (after one run that warms Spark)")
     t.add_argument("--duckdb", action="store_true", help="also time DuckDB's recompute of every view")
+    t.add_argument("--progress", action="store_true", help="print the timed runs' progress lines")
     args = p.parse_args(argv)
     return save(Path(args.project), args.pos) if args.command == "save" else \
-        time_night(Path(args.project), args.night, args.runs, args.duckdb)
+        time_night(Path(args.project), args.night, args.runs, args.duckdb, args.progress)
 
 
 def save(root: Path, rows: int) -> int:
@@ -69,7 +71,7 @@ def save(root: Path, rows: int) -> int:
     return 0
 
 
-def time_night(saved: Path, night: str, runs: int, duckdb: bool) -> int:
+def time_night(saved: Path, night: str, runs: int, duckdb: bool, progress: bool = False) -> int:
     batches = dict(line.split() for line in (saved / "nights.txt").read_text().splitlines())
     before = [batches["update"]] if night == "insertion" else []
     print(f"load average at the start: {os.getloadavg()[0]:.2f}; code: {Path(__file__).resolve().parent.parent}")
@@ -80,6 +82,8 @@ def time_night(saved: Path, night: str, runs: int, duckdb: bool) -> int:
         cycle = Cycle(load_project(copy), progress=lambda m: None)
         for b in before:
             cycle.run(b)
+        if progress and i:
+            cycle.progress = lambda m: print(m, flush=True)
         p = cycle.propagate(batches[night])
         r = cycle.refresh(batches[night])
         a = cycle.apply_base(batches[night])
