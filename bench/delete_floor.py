@@ -90,7 +90,7 @@ def measure(cycle: Cycle, deletes: int, runs: int) -> dict:
     by_files = lake_tables.read(spark, path, version, positions=True, by_delta=False)
     by_delta = lake_tables.read(spark, path, version, positions=True, by_delta=True)
     snap = delta.snapshot(path, version)
-    marked, by_delta = lake_tables.marked_bytes(snap), lake_tables.delta_reads(snap)
+    marked, delta_read = lake_tables.marked_bytes(snap), lake_tables.delta_reads(snap)
     places = [F.col(c) for c in POSITION]
     part = [F.col(PART)] if PART in base.columns else []
     dels = base.select(*cols).sample(min(1.0, 2.0 * deletes / max(rows, 1)), seed=7).limit(deletes).localCheckpoint()
@@ -114,7 +114,7 @@ def measure(cycle: Cycle, deletes: int, runs: int) -> dict:
         b = base.select(*cols, *ids, *part, *places)
         sink(b.withColumn(HASH, row_hash(b, cols)).join(F.broadcast(hashes), HASH, "left_semi").drop(HASH))
 
-    out = {"rows": rows, "deletes": n, "columns": cols, "marked": marked, "by_delta": by_delta}
+    out = {"rows": rows, "deletes": n, "columns": cols, "marked": marked, "delta_read": delta_read}
     out |= _interleaved(runs, {"scan": lambda: scan(by_delta), "scan_files": lambda: scan(by_files),
                                "every_column": every_column, "hashed": hashed,
                                "hashed_places": lambda: hashed(identity=False)})
@@ -166,7 +166,7 @@ def write_report(out: Path, load: float, args, r: dict) -> None:
         f"instead of every column NULL-safe takes {r['hashed'] / r['every_column']:.2f} of the time, and not "
         f"reading the row identity {r['hashed_places'] / r['hashed']:.2f} of the rest. pos's files with a deletion "
         f"vector hold {r['marked'] / 2**20:,.0f} MiB: the night's reads of pos go "
-        f"{'through Delta' if r['by_delta'] else 'by its files'} (Delta from "
+        f"{'through Delta' if r['delta_read'] else 'by its files'} (Delta from "
         f"{lake_tables.DELTA_READS / 2**20:.0f} MiB, and half the live bytes of a table laid out by month: "
         f"`spark_jobs/lake_tables.py` delta_reads), which takes "
         f"{r['scan'] / r['scan_files']:.2f} of the time of the files less their deleted rows here.",

@@ -63,9 +63,9 @@ def read(spark: SparkSession, path: Path, version: int, positions: bool = False,
     read rebuilds the version's snapshot with Spark jobs on every read (about 0.2 s on a warm server), but
     drops deleted rows as it decodes each file, where the anti join costs every row of a file with a deletion
     vector a lookup (about 0.1 s a million rows): a table delta_reads chooses is read by Delta (`by_delta` True
-    or False: read that way, as bench/delete_floor.py compares them), and so is a table with column mapping on. `positions`: each row also says where it is (POSITION:
-    its file's name, its row number in the file), for deletes by position; not for a table with column
-    mapping on."""
+    or False: read that way, as bench/delete_floor.py compares them), and so is a table with column mapping on.
+    `positions`: each row also says where it is (POSITION: its file's name, its row number in the file), for
+    deletes by position; not for a table with column mapping on."""
     snap = delta.snapshot(path, version)
     where = [F.col("_metadata.file_name").alias(POSITION[0]), F.col("_metadata.row_index").alias(POSITION[1])]
     if by_delta is None:
