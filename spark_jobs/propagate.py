@@ -83,6 +83,10 @@ def _propagate(spark: SparkSession, plan: Plan, lake: Lake, batch: str, state: L
         t_level = time.perf_counter()
         _old_extremes(spark, plan, lake, night, state, k)
         raw.update(along_lattice(spark, plan, night, {n.node for n in night.nodes_of_level(k)}, known=raw))
+        for n in night.nodes_of_level(k):
+            if n.feeds_later_level:  # a later level's points derive from it: computed once, not once per reader
+                raw[n.node] = raw[n.node].localCheckpoint()
+                raw[n.node].createOrReplaceTempView(emit.rel("sd", n.node))
         kept = []
         for step, view in zip(night.views, plan.lake_views):
             if step.level == k:
@@ -334,8 +338,9 @@ def _summary_delta(spark: SparkSession, view: View, step: ViewStep, changed: fro
         # lost groups and their exact extremes are few next to the base: broadcast them
         old = emit.rel("copy", view.name) if step.exact_minmax == "extreme_deleted" else None
         lost = query(spark, to_dialect(emit.lost_groups(view, step.exact_minmax != "lost", old), "spark"))
-        if step.by_month:  # read by several queries (_extremes_by_month): computed once, with the summary-delta under it
-            lost = lost.localCheckpoint().toDF(*lost.columns)  # new column identities: the night joins it to sd
+        # read by several queries (the test below, each argument's recompute, the night's write; _extremes_by_month's
+        # passes): computed once, with the summary-delta under it, and new column identities (the night joins it to sd)
+        lost = lost.localCheckpoint().toDF(*lost.columns)
         none_lost = lost.isEmpty()  # looked at first: a night where no group lost its extreme reads no rows for it
         F.broadcast(lost).createOrReplaceTempView(emit.rel("lost", view.name))
         for arg in emit.minmax_arguments(view):
