@@ -99,6 +99,7 @@ def _build(root: str, pos: int, changes: int, seed: int, cores: int) -> str:
     from nightshift.cycle import Cycle
     from nightshift.example import RetailGenerator, batch_id, init_project, write_batch
     from spark_jobs.apply_base import apply_base
+    from runtime.layout import partitions
 
     root = Path(root)
     init_project(root, None, 0)
@@ -106,7 +107,8 @@ def _build(root: str, pos: int, changes: int, seed: int, cores: int) -> str:
     first = gen.write(root / "lake", pos, 0)[0]
     project = dataclasses.replace(load_project(root), spark_master=f"local[{cores}]")
     cycle = Cycle(project, progress=lambda _: None)
-    apply_base(cycle.spark, cycle.plan, cycle.lake, first, cycle.lake.state())  # the initial load: base, then materialize
+    state = cycle.lake.state()  # the initial load: base (laid out as the nights will keep it), then materialize
+    apply_base(cycle.spark, cycle.plan, cycle.lake, first, state, partitions=partitions(cycle.layouts(state, first)))
     cycle.materialize()
     night = batch_id(gen.days + 1)
     for table, frame in gen.night(1, changes).items():

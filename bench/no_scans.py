@@ -72,8 +72,8 @@ def project(root: Path, kind: str) -> None:
     text = toml.read_text()
     views = sorted(f.stem for f in (root / "sql" / "summaries").glob("*.sql"))
     setting = {v: "map" if kind == "by_month" and v in MAPPED else "incremental" for v in views}
-    if kind == "by_month":
-        text = text.replace('path = "lake"\n', 'path = "lake"\npartition_by = { pos = "date" }\n', 1)
+    layout = '{ pos = "date" }' if kind == "by_month" else "{ pos = false }"  # today's: one table, at any size
+    text = text.replace('path = "lake"\n', f'path = "lake"\npartition_by = {layout}\n', 1)
     toml.write_text(text + "\n[views]\n" + "".join(f'{v} = "{m}"\n' for v, m in setting.items()))
 
 

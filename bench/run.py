@@ -146,11 +146,13 @@ class Base:
         self.lake = work / "lake"
         from bench.measure import rematerialize
         from spark_jobs.apply_base import apply_base
+        from runtime.layout import partitions
 
         t = time.perf_counter()
         first = self.gen.write(self.lake, pos, 0)[0]
         c = self.cycle = Cycle(load_project(work), progress=lambda _: None)
-        apply_base(c.spark, c.plan, c.lake, first, c.lake.state())  # the initial load: base, then materialize
+        state = c.lake.state()  # the initial load: base (laid out as the nights will keep it), then materialize
+        apply_base(c.spark, c.plan, c.lake, first, state, partitions=partitions(c.layouts(state, first)))
         rematerialize(c)
         self.seconds = time.perf_counter() - t
         self.nights = 0

@@ -239,7 +239,10 @@ def _plan(args) -> int:
     files = render.write_files(lattice, Path(args.out) if args.out else project.root, actual, recompute)
     manifest = Lake(project.lake).read_manifest(night.batch) if night and not preview else None
     if args.json:
-        print(json.dumps(render.plan_dict(plan, lattice, actual, night, manifest and manifest.rows_read), indent=1))
+        out = render.plan_dict(plan, lattice, actual, night, manifest and manifest.rows_read)
+        out["lake_layout"] = [{"table": lay.table, "by_month_of": lay.column, "reason": lay.reason, "chosen": lay.chosen}
+                              for lay in _layouts_shown(project, night.batch if night and preview else None)]
+        print(json.dumps(out, indent=1))
         return 0
     if preview:
         lake = Lake(project.lake)
@@ -279,6 +282,7 @@ def _plan_short(project, lattice, night: NightPlan | None, preview: bool) -> Non
     routes = _routes_lines(project)
     if routes:
         print("\n".join(render.plain(r, plan) for r in routes))
+    print("\n".join(_layout_lines(project, night.batch if night and preview else None)))
 
 
 def _plan_explained(project, lattice, night: NightPlan | None, actual, preview: bool, manifest) -> None:
@@ -296,8 +300,26 @@ def _plan_explained(project, lattice, night: NightPlan | None, actual, preview: 
              "costed with default statistics (no batch propagated yet)")
     print(f"\n{render.to_text(lattice, actual)}\n({basis})")
     print(render.levels_text(night.levels if night else render.shape_levels(plan)))
+    print("\n".join(_layout_lines(project, night.batch if night and preview else None)))
     if manifest is not None:
         print(render.rows_read_text(plan, manifest.rows_read))
+
+
+def _layout_lines(project, batch: str | None) -> list[str]:
+    """How the lake lays out each fact table (and each table [lake] partition_by names), and why: after `batch` (a
+    landed batch's preview), else as the next night would."""
+    shown = _layouts_shown(project, batch)
+    return ["lake layout ([lake] partition_by):"] + [f"  {lay.describe()}" for lay in shown] if shown else []
+
+
+def _layouts_shown(project, batch: str | None) -> list:
+    """The layouts nightshift plan shows: each fact table's, and each table [lake] partition_by names."""
+    from nightshift.cycle import project_layouts
+    from runtime.lake import Lake
+
+    lake = Lake(project.lake)
+    facts = {f.lower() for f in project.plan.fact_tables}
+    return [lay for lay in project_layouts(project, lake, lake.state(), batch) if not lay.chosen or lay.table.lower() in facts]
 
 
 def _empty_plan(project) -> int:

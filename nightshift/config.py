@@ -79,7 +79,8 @@ class Project:
     options: Options = Options()  # the method's switches ([refresh] new_keys and NIGHTSHIFT_* flags), read once
     maintain: tuple[tuple[str, str], ...] = ()  # [views] name = "auto" | "incremental" | "delta" | "recompute" | "auxiliary" | "map"
     aggregates: tuple[UserAggregate, ...] = ()  # [aggregates] name = { sql = "...", type = "DOUBLE" }
-    partition_by: tuple[tuple[str, str], ...] = ()  # [lake] partition_by = { pos = "date" }: months of a date column
+    # [lake] partition_by = { pos = "date" }: months of a date column; { pos = false }: one table (runtime/layout.py)
+    partition_by: tuple[tuple[str, str | None], ...] = ()
     # [statistics] pos = 10000000, items = { rows = 1000, category = 10 }: as ("pos", rows), ("items.category", distinct)
     statistics: tuple[tuple[str, int], ...] = ()
     spark_remote: str = ""  # [spark] remote (NIGHTSHIFT_SPARK_REMOTE): a Spark Connect server's sc:// URL; "" = Spark in-process
@@ -88,15 +89,19 @@ class Project:
     snapshot: applied.Snapshot | None = None
 
     @cached_property
-    def partitions(self) -> dict[str, str]:
-        """table -> the DATE or TIMESTAMP column whose months lay out its lake base: apply-base
-        rewrites only the months a batch touches, and the delete checks read only those."""
-        out = {}
+    def partition_settings(self) -> dict[str, str | None]:
+        """[lake] partition_by, checked: table -> the DATE or TIMESTAMP column whose months lay out its lake base
+        (apply-base rewrites only the months a batch touches, and the delete checks read only those), or None
+        (`false`: one table). The tables it does not name get nightshift's choice (runtime/layout.py)."""
+        out: dict[str, str | None] = {}
         for table, col in self.partition_by:
             t = self.plan.schema.table(table)
-            where = f"{self.root / 'nightshift.toml'}: [lake] partition_by {table} = {col!r}"
+            where = f"{self.root / 'nightshift.toml'}: [lake] partition_by {table} = {'false' if col is None else repr(col)}"
             if t is None or t.view is not None:
                 raise ConfigError(f"{where}: no table {table} in sql/schema.sql")
+            if col is None:
+                out[t.name] = None
+                continue
             c = t.column(col)
             if c is None:
                 raise ConfigError(f"{where}: table {t.name} has no column {col} (it has {', '.join(t.column_names)})")
@@ -264,11 +269,11 @@ def _statistics(section, file: Path) -> tuple[tuple[str, int], ...]:
     return tuple(out)
 
 
-def _partition_by(section, file: Path) -> tuple[tuple[str, str], ...]:
-    if not isinstance(section, dict) or not all(isinstance(v, str) for v in section.values()):
-        raise ConfigError(f'{file}: [lake] partition_by must be a table of table = "date column", e.g. '
-                          f'partition_by = {{ pos = "date" }}, got {section!r}')
-    return tuple(section.items())
+def _partition_by(section, file: Path) -> tuple[tuple[str, str | None], ...]:
+    if not isinstance(section, dict) or not all((isinstance(v, str) and v) or v is False for v in section.values()):
+        raise ConfigError(f'{file}: [lake] partition_by must be a table of table = "date column" (or false: one '
+                          f'table), e.g. partition_by = {{ pos = "date" }}, got {section!r}')
+    return tuple((k, v or None) for k, v in section.items())
 
 
 def _aggregates(section: dict, file: Path) -> tuple[UserAggregate, ...]:

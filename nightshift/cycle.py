@@ -25,7 +25,8 @@ from nightshift.config import Project
 from lattice.layer import built_parents, changed_message
 from runtime.errors import BatchOrderError, ConfigError, PlanChanged, WarehouseStateError
 from runtime.faults import checkpoint
-from runtime.lake import Lake, LakeState, check_batch_id, switch_layer_copies
+from runtime.lake import Lake, LakeState, check_batch_id, parquet_rows, switch_layer_copies
+from runtime.layout import Layout, choose_layouts, partitions
 from runtime.manifest import Manifest
 from runtime.night import BatchInfo
 from runtime.options import Options
@@ -42,6 +43,14 @@ def stderr_progress(msg: str) -> None:
 def _in_plain_words(progress: Callable[[str], None], plan) -> Callable[[str], None]:
     """progress with the hidden lake objects named after the views they serve (render.plain)."""
     return lambda msg: progress(render.plain(msg, plan))
+
+
+def project_layouts(project: Project, lake: Lake, state: LakeState, batch: str | None = None) -> tuple[Layout, ...]:
+    """Cycle.layouts, for a project whose steps do not run (nightshift plan)."""
+    rows = {t.name: lake.rows(t.name, state) + (parquet_rows(lake.change_dir(t.name, batch)) if batch else 0)
+            for t in project.plan.schema.base_tables}
+    declared = {k: v for k, v in project.statistics if "." not in k}
+    return choose_layouts(project.plan, project.partition_settings, rows, state.partitions, declared)
 
 
 @dataclass
@@ -281,9 +290,18 @@ class Cycle:
             info = self._batch_info[2]
         from spark_jobs.apply_base import apply_base
 
+        layouts = self.layouts(state, batch)
+        for lay in layouts:
+            if lay.chosen and state.partitions.get(lay.table) != lay.column and (lay.column or lay.table in state.partitions):
+                self.progress(f"apply-base {batch}: {lay.table} is laid out anew: {lay.describe()}")
         details = apply_base(self.spark, self.plan, self.lake, batch, state, info, self.progress,
-                             self.project.partitions, self.options.rewrite_below)
+                             partitions(layouts), self.options.rewrite_below)
         return StepResult("apply-base", batch, seconds=time.perf_counter() - t0, details=details)
+
+    def layouts(self, state: LakeState, batch: str | None = None) -> tuple[Layout, ...]:
+        """How the lake lays out each base table after `batch` (runtime/layout.py): [lake] partition_by's, else
+        nightshift's choice from the table's rows at `state` plus the batch's change rows."""
+        return project_layouts(self.project, self.lake, state, batch)
 
     def compact(self, purge: bool = False) -> StepResult:
         """Rewrite the lake tables' files that the nights left small or full of deleted rows (spark_jobs.compact),

@@ -32,8 +32,9 @@ name = "{name}"
 
 [lake]
 path = "lake"
-# lay a fact table out by month of a date column: a night rewrites and delete-checks only the months
-# its batch touches (docs/reference/configuration.md, [lake])
+# a fact table is laid out by month of its date column once it holds 10 million rows (a night then rewrites
+# and delete-checks only the months its batch touches); name the column, or false for one table, to decide
+# it yourself (docs/reference/configuration.md, [lake]; nightshift plan shows the layout and why)
 # partition_by = {{ pos = "date" }}
 
 [warehouse]
@@ -81,7 +82,8 @@ name = "{name}"
 [lake]
 # where change batches land (lake/changes/<table>/batch_id=<ID>/) and the base tables live
 path = "lake"
-# lay a fact table out by month of a DATE column: a night rewrites only the months its batch touches
+# a fact table is laid out by month of its DATE column from 10 million rows on (a night rewrites only the
+# months its batch touches); name the column, or false for one table, to decide it yourself
 # partition_by = {{ trips = "d" }}
 
 [warehouse]

@@ -13,6 +13,7 @@ from decimal import Decimal
 import pytest
 
 from harness import EXTENDED, FIGURE_1, BatchGenerator, Model, check_served, make_project, write_changes
+from nightshift.cli import main
 from nightshift.config import load_project
 from nightshift.cycle import Cycle
 from nightshift.errors import BadChangeBatch, ConfigError, InjectedCrash
@@ -208,7 +209,60 @@ def test_partition_by_names_what_is_wrong(tmp_path):
                              ('{ pos = "qty" }', "pos.qty is INTEGER; partitions are months of a DATE or TIMESTAMP")):
         toml.write_text(base.replace('path = "lake"\n', f'path = "lake"\npartition_by = {setting}\n'))
         with pytest.raises(ConfigError, match=message):
-            load_project(root).partitions
-    toml.write_text(base.replace('path = "lake"\n', 'path = "lake"\npartition_by = "date"\n'))
-    with pytest.raises(ConfigError, match=r"\[lake\] partition_by must be a table"):
-        load_project(root)
+            load_project(root).partition_settings
+    for setting in ('"date"', '{ pos = "" }', '{ pos = true }'):
+        toml.write_text(base.replace('path = "lake"\n', f'path = "lake"\npartition_by = {setting}\n'))
+        with pytest.raises(ConfigError, match=r"\[lake\] partition_by must be a table .*\(or false: one table\)"):
+            load_project(root)
+    toml.write_text(base.replace('path = "lake"\n', 'path = "lake"\npartition_by = { pos = false }\n'))
+    assert load_project(root).partition_settings == {"pos": None}
+
+
+def test_a_fact_table_is_laid_out_by_month_once_it_is_large_unless_the_project_says_otherwise(
+        tmp_path, spark, quiet, monkeypatch, capsys):
+    """No [lake] partition_by: pos is one table while small, laid out by month of its date column by the night
+    that takes it past runtime.layout.AUTO_ROWS (lowered here), kept so when deletes shrink it, and made one table
+    again by partition_by = { pos = false }; every view equals recomputation throughout, and nightshift plan
+    says which layout and why."""
+    monkeypatch.setattr("runtime.layout.AUTO_ROWS", 40)
+    monkeypatch.setenv("NIGHTSHIFT_REWRITE_BELOW", "0")  # else a table this small is written anew every night
+    root = make_project(tmp_path / "p", NO_MINMAX)
+    said: list[str] = []
+    cycle = Cycle(load_project(root), spark=spark, progress=said.append)
+    model = Model()
+    nights = [
+        {"stores": [("insert", (1, "springfield", "north")), ("insert", (2, "ogdenville", "south"))],
+         "items": [("insert", (1, "c0", 1.0)), ("insert", (2, "c1", 2.0))],
+         "pos": [("insert", _sale(1 + k % 2, 1 + k % 2, dt.date(2026, 1 + k % 3, 1 + k // 3), k)) for k in range(30)]},
+        {"pos": [("insert", _sale(2, 1, dt.date(2026, 4, 1 + k), k)) for k in range(15)]},  # 45 rows: by month
+        {"pos": [("delete", _sale(2, 1, dt.date(2026, 4, 1 + k), k)) for k in range(10)]},  # 35 rows: kept so (>= 20)
+    ]
+    layouts = []
+    for n, night in enumerate(nights):
+        write_changes(root, f"b{n:04d}", night)
+        cycle.run(f"b{n:04d}")
+        model.apply(night)
+        check_served(cycle, model, NO_MINMAX, f"b{n:04d}")
+        layouts.append(cycle.lake.state().partitions)
+    assert layouts == [{}, {"pos": "date"}, {"pos": "date"}], layouts
+    assert _month_rows(cycle, spark) == {"2026-01": 10, "2026-02": 10, "2026-03": 10, "2026-04": 5}
+    assert any("pos is laid out anew: pos: by month of date (45 rows, at least 40; its one date column date" in m
+               for m in said), said
+    assert main(["plan", "--project", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "pos: by month of date (35 rows; laid out so since an earlier night, and kept down to 20; [lake] " \
+           "partition_by pos = false makes it one table)" in out, out
+
+    toml = root / "nightshift.toml"
+    toml.write_text(toml.read_text().replace('path = "lake"\n', 'path = "lake"\npartition_by = { pos = false }\n'))
+    cycle.close()
+    cycle = Cycle(load_project(root), spark=spark, progress=quiet)
+    night = {"pos": [("insert", _sale(1, 2, dt.date(2026, 5, 2), 3))]}
+    write_changes(root, "b0003", night)
+    cycle.run("b0003")
+    model.apply(night)
+    check_served(cycle, model, NO_MINMAX, "b0003")
+    assert cycle.lake.state().partitions == {}
+    assert main(["plan", "--project", str(root)]) == 0
+    assert "pos: one table ([lake] partition_by pos = false)" in capsys.readouterr().out
+    cycle.close()
