@@ -291,8 +291,8 @@ class Cycle:
         from spark_jobs.apply_base import apply_base
 
         layouts = self.layouts(state, batch)
-        for lay in layouts:
-            if lay.chosen and state.partitions.get(lay.table) != lay.column and (lay.column or lay.table in state.partitions):
+        for lay in layouts:  # nightshift's choice changed a table's layout: the batch's commit writes it whole
+            if lay.chosen and state.partitions.get(lay.table) != lay.column and self.lake.change_dir(lay.table, batch).is_dir():
                 self.progress(f"apply-base {batch}: {lay.table} is laid out anew: {lay.describe()}")
         details = apply_base(self.spark, self.plan, self.lake, batch, state, info, self.progress,
                              partitions(layouts), self.options.rewrite_below)
