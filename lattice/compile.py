@@ -27,6 +27,7 @@ from lattice.errors import ConfigError, NotIncremental, UnsupportedView
 from lattice.ir import MAINTAIN, FunctionalDependency, Plan, Schema, UserAggregate, View
 from lattice.passes.auxiliary import fact_map, without_distinct
 from lattice.passes.choose_extremes import AUX_SHARE, auxiliary_rows, prefer_auxiliary
+from lattice.passes.choose_maps import MAP_REASON, MAP_ROWS, MAP_SHARE, large_fact, prefer_map
 from lattice.passes.choose_parents import Statistics
 from lattice.passes.expand_stars import expand_stars
 from lattice.passes.functions import check_functions, nondeterministic, refusals
@@ -133,8 +134,12 @@ def compile_view(statement: ViewStatement, schema: Schema, names: frozenset[str]
     if inner is not None:
         view = replace(view, mode="nested", reads=(inner,),
                        reason=f"reads {inner}'s summary-delta as updates (paper 000, 6) and its lake copy")
-    elif view.incremental and view.has_min_max and maintain in ("auto", "incremental", "delta"):
-        return _extremes(view, statement, schema, names, maintain, dependencies, stats or Statistics())
+    elif view.incremental:
+        chosen = _chosen_map(view, statement, schema, names, maintain, dependencies, stats or Statistics())
+        if chosen is not None:
+            return chosen
+        if view.has_min_max and maintain in ("auto", "incremental", "delta"):
+            return _extremes(view, statement, schema, names, maintain, dependencies, stats or Statistics())
     return replace(view, maintain=maintain), ()
 
 
@@ -269,10 +274,31 @@ def _through_map(statement: ViewStatement, schema: Schema, names: frozenset[str]
                      "dimension column, no unqualified column name two tables share)")
     outer, aux = kept
     view = replace(outer, mode="auxiliary", maintain="map", reason=(
-        f"kept over the map {aux[0].name} (nightshift.toml [views] {statement.name} = \"map\"): the fact's "
+        f"{MAP_REASON}{aux[0].name} (nightshift.toml [views] {statement.name} = \"map\"): the fact's "
         f"changes reach it through the map, and a change of {', '.join(view.dimensions)} joins the map's lake copy, "
         f"never {view.fact}"))
     return view, aux
+
+
+def _chosen_map(view: View, statement: ViewStatement, schema: Schema, names: frozenset[str], maintain: str,
+                dependencies: tuple[FunctionalDependency, ...], stats: Statistics) -> tuple[View, tuple[View]] | None:
+    """A delta-mode view joining dimensions, kept over a map of its fact table where the plan chooses one
+    (lattice/passes/choose_maps.py: a fact table declared large, a map estimated small); None: kept as it is.
+    Only when the mode is the plan's to choose ([views] "auto" or "incremental")."""
+    if maintain not in ("auto", "incremental") or not view.dimensions or not large_fact(view.fact, stats):
+        return None
+    kept = _auxiliary(statement, schema, names, ())
+    if kept is None:
+        return None
+    outer, aux = kept
+    rows, fact_rows, basis = auxiliary_rows(aux[0], schema, dependencies, stats)
+    if not prefer_map(rows, fact_rows):
+        return None
+    return replace(outer, mode="auxiliary", maintain=maintain, reason=(
+        f"{MAP_REASON}{aux[0].name}, by the plan's choice: ~{rows:,} rows against {fact_rows:,} of {view.fact} "
+        f"({basis}); a fact table of {MAP_ROWS:,} rows or more, and a map of at most 1/{MAP_SHARE} of it; the fact's changes "
+        f"reach it through the map, and a change of {', '.join(view.dimensions)} joins the map's lake copy, never "
+        f'{view.fact} ([views] {statement.name} = "delta" keeps it over {view.fact})')), aux
 
 
 def _without_distinct(statement: ViewStatement, schema: Schema, names: frozenset[str]) -> View | None:

@@ -15,6 +15,7 @@ import duckdb
 
 from lattice import compile_project
 from lattice.ir import FunctionalDependency, Plan, UserAggregate
+from lattice.passes.choose_maps import over_map
 from lattice.sql import ident, to_dialect
 from nightshift import applied
 from runtime.errors import ConfigError, UnsupportedView
@@ -157,21 +158,27 @@ class Project:
         return "postgres" if self.warehouse_url.split("://")[0].split("+")[0] in ("postgresql", "postgres") else "duckdb"
 
     def routes_with_sizes(self, table_rows: dict[str, int]) -> list[str]:
-        """Where the plan would take a view's deleted MIN/MAX from (lattice/passes/choose_extremes.py) with
-        these table sizes (the lake's, measured) in place of [statistics]'s or the defaults: a line for
-        each view whose route they change, naming the sizes to declare; none when they change nothing."""
+        """How the plan would keep each view with these table sizes (the lake's, measured) in place of
+        [statistics]'s or the defaults: where a deleted MIN/MAX comes from (lattice/passes/choose_extremes.py),
+        over a map or over its fact table (lattice/passes/choose_maps.py). A line for each view whose route they
+        change, naming the sizes to declare; none when they change nothing."""
         declared = dict(self.statistics)
         sizes = {**declared, **{t: n for t, n in table_rows.items() if n > 0}}
         other = self._compile(tuple(sizes.items()))
         out = []
         for view in self.plan.views:
             alt = other.view(view.name)
-            if alt.mode == view.mode or {view.mode, alt.mode} != {"delta", "auxiliary"} or not alt.has_min_max:
+            if (alt.mode, alt.reads) == (view.mode, view.reads):
                 continue
+            if over_map(alt):
+                how = f"it over the map {alt.reads[0]} ({alt.reason})"
+            elif {view.mode, alt.mode} == {"delta", "auxiliary"} and alt.has_min_max and not over_map(view):
+                how = f"its MIN/MAX in {alt.mode} mode ({alt.reason})"
+            else:
+                how = f"it in {alt.mode} mode " + (f"({alt.reason})" if alt.reason else f"over {alt.fact}")
             declare = ", ".join(f"{t} = {n}" for t, n in table_rows.items() if n > 0 and declared.get(t) != n)
-            out.append(f"{view.name}: with the lake's sizes the plan would keep its MIN/MAX in {alt.mode} mode "
-                       f"({alt.reason}); to take that route, declare them in nightshift.toml [statistics] "
-                       f"({declare}) and run nightshift apply")
+            out.append(f"{view.name}: with the lake's sizes the plan would keep {how}; to take that route, declare "
+                       f"them in nightshift.toml [statistics] ({declare}) and run nightshift apply")
         return out
 
 

@@ -55,14 +55,14 @@ timezone = "UTC"
 # functional dependencies beyond the keys
 stores = ["city -> region"]
 
-# How a view is kept: auto (the default) | incremental | delta (= incremental) | recompute | auxiliary
+# How a view is kept: auto (the default) | incremental | delta (incremental, no auxiliary view or map) | recompute | auxiliary
 # (MIN/MAX through an auxiliary view, so a deleted extreme never reads the base) | map (docs/reference/configuration.md, [views]).
 # [views]
 # SiC_sales = "auxiliary"
 
 # Sizes the plan estimates with (rows of a table, distinct values of a column); e.g. it keeps a view's
-# MIN/MAX through an auxiliary view where that is at most a quarter of the fact table
-# (docs/reference/configuration.md, [statistics]).
+# MIN/MAX through an auxiliary view where that is at most a quarter of the fact table, and a view that joins
+# a dimension over a map from 50 million fact rows on (docs/reference/configuration.md, [statistics]).
 # [statistics]
 # pos = 10_000_000
 # stores = 100
@@ -108,7 +108,7 @@ url = "duckdb:///warehouse.duckdb"
 # How a view is kept (default "auto": the cheapest exact mode, chosen each night). Valid values:
 #   "auto"         the plan chooses (and says why in nightshift plan)
 #   "incremental"  always from its changes, never recomputed
-#   "delta"        the same as "incremental"
+#   "delta"        as "incremental", with a deleted MIN/MAX read from the base and no map
 #   "recompute"    recomputed from the base every night
 #   "auxiliary"    MIN/MAX kept through an auxiliary view, so a deleted extreme never reads the base
 #   "map"          kept over a lake copy of its fact table grouped by the fact columns it reads, so a
@@ -116,7 +116,8 @@ url = "duckdb:///warehouse.duckdb"
 # [views]
 # fares_by_month = "incremental"
 
-# Sizes the plan estimates with (rows of a table, distinct values of a column).
+# Sizes the plan estimates with (rows of a table, distinct values of a column); from 50 million rows of
+# the fact table on, it keeps a view that joins a dimension over a map (docs/reference/configuration.md).
 # [statistics]
 # trips = 10_000_000
 # zones = {{ rows = 300, city = 5 }}

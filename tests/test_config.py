@@ -66,19 +66,41 @@ def test_statistics_are_read_as_rows_of_tables_and_distinct_values_of_columns(tm
 
 def test_plan_names_the_min_max_routes_the_lakes_sizes_would_change(tmp_path):
     """nightshift plan: with the lake's measured table sizes in place of [statistics], which views would take
-    their deleted MIN/MAX from elsewhere (Project.routes_with_sizes; the CLI reads the sizes from Parquet footers)."""
+    their deleted MIN/MAX from elsewhere (Project.routes_with_sizes; the CLI reads the sizes from Parquet footers).
+    20 million rows of pos: under the size from which the plan keeps views over maps (test_maps)."""
     root = make_project(tmp_path / "p", FIGURE_1)
     project = load_project(root)
     assert project.plan.view("SiC_sales").mode == "delta"  # the defaults: pos 1,000,000 rows
     assert project.routes_with_sizes({"pos": 20_000, "stores": 100, "items": 1000}) == []
-    big = project.routes_with_sizes({"pos": 100_000_000, "stores": 100, "items": 1000})
+    big = project.routes_with_sizes({"pos": 20_000_000, "stores": 100, "items": 1000})
     assert len(big) == 1 and big[0].startswith("SiC_sales: with the lake's sizes the plan would keep its MIN/MAX in "
                                                 "auxiliary mode (MIN kept through the auxiliary view")
-    assert "declare them in nightshift.toml [statistics] (pos = 100000000, stores = 100, items = 1000)" in big[0]
+    assert "declare them in nightshift.toml [statistics] (pos = 20000000, stores = 100, items = 1000)" in big[0]
     toml = (root / "nightshift.toml").read_text()
-    (root / "nightshift.toml").write_text(toml + "[statistics]\npos = 100_000_000\nstores = 100\n")
+    (root / "nightshift.toml").write_text(toml + "[statistics]\npos = 20_000_000\nstores = 100\n")
     declared = load_project(root)
     assert declared.plan.view("SiC_sales").mode == "auxiliary"
     small = declared.routes_with_sizes({"pos": 20_000, "stores": 100, "items": 1000})
     assert len(small) == 1 and "in delta mode (MIN of a group that lost its extreme read from the base" in small[0]
     assert "(pos = 20000, items = 1000)" in small[0]  # stores as declared
+
+
+def test_plan_names_the_views_the_lakes_sizes_would_keep_over_maps(tmp_path):
+    """With the lake's sizes, which views the plan would keep over a map of pos (lattice/passes/choose_maps.py),
+    and, once declared, which it would keep over pos again with smaller ones."""
+    root = make_project(tmp_path / "p", FIGURE_1)
+    project = load_project(root)
+    big = project.routes_with_sizes({"pos": 100_000_000, "stores": 100, "items": 1000})
+    lines = {line.split(":")[0]: line for line in big}
+    assert sorted(lines) == ["SiC_sales", "sCD_sales", "sR_sales"], big  # SID_sales joins no dimension
+    assert lines["sR_sales"].startswith("sR_sales: with the lake's sizes the plan would keep it over the map "
+                                        "pos_ad5035ce__ns_aux (kept over the map pos_ad5035ce__ns_aux, by the plan's "
+                                        "choice: ~100 rows against 100,000,000 of pos"), lines["sR_sales"]
+    assert lines["sR_sales"].endswith("declare them in nightshift.toml [statistics] (pos = 100000000, stores = 100, "
+                                      "items = 1000) and run nightshift apply")
+    toml = (root / "nightshift.toml").read_text()
+    (root / "nightshift.toml").write_text(toml + "[statistics]\npos = 100_000_000\nstores = 100\nitems = 1000\n")
+    small = {line.split(":")[0]: line for line in load_project(root).routes_with_sizes({"pos": 20_000})}
+    assert sorted(small) == ["SiC_sales", "sCD_sales", "sR_sales"], small
+    assert "would keep it in delta mode over pos; to take that route" in small["sR_sales"]
+    assert "would keep it in delta mode (MIN of a group that lost its extreme read from the base" in small["SiC_sales"]

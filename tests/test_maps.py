@@ -14,6 +14,7 @@ from harness import EXTENDED, FIGURE_1, SCHEMA_SQL, BatchGenerator, Model, check
     write_changes
 from lattice.compile import compile_project
 from lattice.errors import UnsupportedView
+from lattice.passes.choose_maps import MAP_ROWS, MAP_SHARE, over_map
 from nightshift.config import load_project
 from nightshift.cycle import Cycle
 
@@ -115,6 +116,59 @@ def test_the_map_is_refused_where_it_does_not_apply_naming_why():
     # the map keeps the foreign key and the fact-side key, the fact's filter applied in it; no dimension attribute
     assert m.tables == ("pos",) and sorted(k.name for k in m.keys) == ["date", "storeID"] and "qty" in m.where
     assert plan.view("v").maintain == "map" and plan.view("v").reads == (m.name,)
+
+
+def _declared(root, sizes: str) -> None:
+    toml = root / "nightshift.toml"
+    toml.write_text(toml.read_text() + "[statistics]\n" + sizes)
+
+
+def test_the_plan_keeps_views_over_maps_once_the_fact_table_is_declared_large(tmp_path, spark, quiet):
+    """No [views] setting: [statistics] declaring pos at MAP_ROWS rows keeps each view that joins a dimension over
+    a map estimated at most 1/MAP_SHARE of it (lattice/passes/choose_maps.py), the same maps `"map"` names; the
+    nights stay exact, and a night changing only the stores reads no row of pos."""
+    views = {k: VIEWS[k] for k in ("SID_sales", "sCD_sales", "sR_sales", "SiC_sales")}
+    root = make_project(tmp_path / "p", views)
+    _declared(root, f"pos = {MAP_ROWS}\nstores = 100\nitems = 1000\n")
+    cycle = Cycle(load_project(root), spark=spark, progress=quiet)
+    assert {v.name: over_map(v) for v in cycle.plan.views} == \
+        {"SID_sales": False, "sCD_sales": True, "sR_sales": True, "SiC_sales": True}
+    assert {v.maintain for v in cycle.plan.views} == {"auto"}
+    assert "by the plan's choice: ~100 rows against 50,000,000 of pos" in cycle.plan.view("sR_sales").reason
+    mapped = root.parent / "mapped"  # the same views, mapped by name: the same maps
+    make_project(mapped, views)
+    _with_maps(mapped, ("sCD_sales", "sR_sales", "SiC_sales"))
+    named = load_project(mapped).plan
+    assert {v.name: v.reads for v in named.views} == {v.name: v.reads for v in cycle.plan.views}
+    model = Model()
+    run_nights(cycle, root, BatchGenerator(44, model), model, 1)
+    check_served(cycle, model, views, "b0001")
+    store = sorted(model.tables["stores"])[0]
+    night = {"stores": [("delete", store), ("insert", (store[0], "newtown", "east"))], "pos": []}
+    write_changes(root, "b0002", night)
+    cycle.run("b0002")
+    model.apply(night)
+    check_served(cycle, model, views, "b0002")
+    assert cycle.lake.read_manifest("b0002").read("base", "pos").rows == 0
+    cycle.close()
+
+
+def test_the_plan_chooses_no_map_for_a_smaller_fact_table_a_large_map_or_a_view_set_to_delta():
+    def plan(sizes: str, maintain=()):
+        stats = tuple((k.strip(), int(v)) for k, v in (line.split("=") for line in sizes.splitlines()))
+        return compile_project(SCHEMA_SQL, {f"{k}.sql": v for k, v in FIGURE_1.items()}, maintain=maintain,
+                               statistics=stats)
+
+    def mapped(p) -> set[str]:
+        return {v.name for v in p.views if over_map(v)}
+
+    assert mapped(plan(f"pos = {MAP_ROWS}\nstores = 100\nitems = 1000")) == {"sCD_sales", "sR_sales", "SiC_sales"}
+    assert mapped(plan(f"pos = {MAP_ROWS - 1}\nstores = 100\nitems = 1000")) == set()
+    # a store dimension of a million rows: sR_sales's map (by storeID) would hold them all, above 1/MAP_SHARE of pos
+    assert mapped(plan(f"pos = {MAP_ROWS}\nstores = {MAP_ROWS // MAP_SHARE + 1}\nitems = 1000")) == set()
+    delta = plan(f"pos = {MAP_ROWS}\nstores = 100\nitems = 1000", (("sR_sales", "delta"),))
+    assert mapped(delta) == {"sCD_sales", "SiC_sales"} and delta.view("sR_sales").reads == ()
+    assert 'sR_sales = "delta" keeps it over pos' in plan(f"pos = {MAP_ROWS}").view("sR_sales").reason
 
 
 def test_a_night_of_sales_only_recomputes_no_extreme_of_a_mapped_view_and_its_copy_follows(tmp_path, spark, quiet):

@@ -183,7 +183,7 @@ class _Estimator:
             product *= n
             parts.append(f"{r.label}≈{n} {basis}")
         cap = self.table_rows(node.fact)[0] + self.change_rows(node.fact)[0]  # the fact rows after the batch, at most
-        return max(1, min(product, cap)), f"product of {', '.join(parts)}, at most {cap}"
+        return max(1, min(product, cap)), f"product of {', '.join(parts)}, at most {cap:,}"
 
     def attribute_distinct(self, ref: ColumnRef, node: LatticeNode) -> tuple[int, str]:
         given = self._given(self.stats.distinct, frozenset({ref}), node)
