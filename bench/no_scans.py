@@ -106,8 +106,12 @@ def dimension(gen: RetailGenerator, day: int, changes: int) -> dict[str, pd.Data
             "pos": gen.insertion_generating(day, changes)}
 
 
-def run(root: Path, rows: int, fraction: float, kind: str) -> dict:
-    project(root, kind)
+def run(root: Path, rows: int, fraction: float, kind: str, setup=None, nights: tuple[str, ...] = NIGHTS,
+        baselines: tuple[str, ...] | None = None) -> dict:
+    """The first load and `nights` on a project `setup(root)` makes (default: project(root, kind)); then `baselines`
+    on the final state: "rematerialize" (Spark's, along the lattice) and "duckdb" (DuckDB's recompute of every
+    view); by default both for kind "today", none for the others."""
+    (setup or (lambda r: project(r, kind)))(root)
     gen = RetailGenerator(seed=42)
     first = gen.write(root / "lake", rows, 0)[0]
     cycle = Cycle(load_project(root), progress=lambda m: print(m, flush=True))
@@ -115,7 +119,7 @@ def run(root: Path, rows: int, fraction: float, kind: str) -> dict:
     cycle.run(first)
     out: dict = {"load": time.perf_counter() - t}
     changes = int(rows * fraction)
-    for n, name in enumerate(NIGHTS, 1):
+    for n, name in enumerate(nights, 1):
         b = batch_id(gen.days + n)
         if name == "recent":
             batch = {"pos": recent(gen, changes)}
@@ -138,8 +142,10 @@ def run(root: Path, rows: int, fraction: float, kind: str) -> dict:
                      "pos_read": manifest.read("base", "pos").rows, "pos_scans": manifest.read("base", "pos").scans,
                      "copies_read": sum(r.rows for r in manifest.rows_read or () if r.kind == "copy"),
                      "written": written, "batch_bytes": batch_bytes}
-    if kind == "today":
+    baselines = baselines if baselines is not None else ("rematerialize", "duckdb") if kind == "today" else ()
+    if "rematerialize" in baselines:
         out["rematerialize"] = rematerialize(cycle)[0]
+    if "duckdb" in baselines:
         out["duckdb"] = duckdb_recompute(cycle)
     out["maps"] = {f"{a.name} (for {', '.join(readers(cycle, a.name))})": _rows(cycle, a.name) for a in cycle.plan.auxiliary}
     cycle.close()
