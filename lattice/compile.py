@@ -94,9 +94,10 @@ def compile_view(statement: ViewStatement, schema: Schema, names: frozenset[str]
                  aggregates: tuple[UserAggregate, ...] = (), dependencies: tuple[FunctionalDependency, ...] = (),
                  stats: Statistics | None = None) -> tuple[View, tuple[View, ...]]:
     """The view in the cheapest mode that keeps it exactly: delta when paper 001's rules cover it
-    (nested when its fact table is another summary view; auxiliary when it has MIN/MAX and an
-    auxiliary view of their values is estimated much smaller than the fact table it would otherwise
-    read, lattice/passes/choose_extremes.py), auxiliary when its DISTINCT and holistic aggregates are
+    (nested when its fact table is another summary view; auxiliary over a map when it joins a dimension of a
+    fact table declared large and the map is estimated small, lattice/passes/choose_maps.py; auxiliary when it
+    has MIN/MAX and an auxiliary view of their values is estimated much smaller than the fact table it would
+    otherwise read, lattice/passes/choose_extremes.py), auxiliary when its DISTINCT and holistic aggregates are
     kept over an auxiliary view (returned beside it, lake only), else recompute (with the reason);
     [views] <name> = "incremental" makes the latter an error ("delta": anything but the delta mode), and
     so does a user-defined aggregate (no engine evaluates it: nightshift does, over the auxiliary view)."""
