@@ -226,7 +226,7 @@ def _plan(args) -> int:
 
     project = load_project(args.project)
     if not sorted((project.root / "sql" / "summaries").glob("*.sql")):
-        return _empty_plan(project)
+        return _empty_plan(project, args.json)
     rest, errors = applied.compiling(project)
     if errors and rest is not None:
         print("without the view files that do not compile, against the warehouse:\n"
@@ -322,12 +322,20 @@ def _layouts_shown(project, batch: str | None) -> list:
     return [lay for lay in project_layouts(project, lake, lake.state(), batch) if not lay.chosen or lay.table.lower() in facts]
 
 
-def _empty_plan(project) -> int:
-    """A project without summary views yet (as nightshift init leaves it): the schema still compiles."""
+def _empty_plan(project, as_json: bool = False) -> int:
+    """A project without summary views yet (as nightshift init leaves it): the schema still compiles. as_json: the
+    keys of a plan's JSON, with no views, levels or lattice."""
     from lattice.passes.parse_schema import parse_schema
 
     schema_file = project.root / "sql" / "schema.sql"
     schema = parse_schema(schema_file.read_text(), "sql/schema.sql") if schema_file.is_file() else None
+    if as_json:  # the keys of a plan's JSON (render.plan_dict), the schema as declared
+        import dataclasses
+
+        print(json.dumps({"schema": dataclasses.asdict(schema) if schema else None, "views": [], "dependencies": [],
+                          "fingerprint": None, "auxiliary": [], "lattice": None, "levels": [], "night": None,
+                          "rows_read": None, "lake_layout": []}, indent=1))
+        return 0
     tables = ", ".join(t.name for t in schema.base_tables) if schema else ""
     print(f"tables: {tables or 'none yet (declare them in sql/schema.sql)'}")
     print(f"no summary views yet: add one to {project.root / 'sql' / 'summaries'}/ (one CREATE VIEW per file, "

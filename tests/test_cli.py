@@ -200,6 +200,8 @@ def test_init_writes_an_empty_project_that_plans(tmp_path):
     r = cli("plan", "--project", str(target))
     assert r.returncode == 0, r.stderr
     assert "no summary views yet: add one to" in r.stdout and "sql/summaries" in r.stdout
+    r = cli("plan", "--project", str(target), "--json")  # still JSON, for the tools that read it
+    assert r.returncode == 0 and json.loads(r.stdout)["views"] == [] and json.loads(r.stdout)["levels"] == [], r.stdout
     assert not (target / "warehouse.duckdb").exists()  # plan only reads
 
 
