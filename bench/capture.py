@@ -73,16 +73,14 @@ def build(root: Path, extract: Path, pos: int, changes: int, seed: int, cores: i
     from nightshift.config import load_project
     from nightshift.cycle import Cycle
     from nightshift.example import SCHEMAS, RetailGenerator, batch_id, init_project
-    from spark_jobs.apply_base import apply_base
-    from runtime.layout import partitions
+    from bench.measure import load_base
 
     t = time.perf_counter()
     init_project(root, None, 0)
     gen = RetailGenerator(seed=seed)
     first = gen.write(root / "lake", pos, 0)[0]
     cycle = Cycle(dataclasses.replace(load_project(root), spark_master=f"local[{cores}]"), progress=lambda _: None)
-    state = cycle.lake.state()  # the base laid out as the nights will keep it
-    apply_base(cycle.spark, cycle.plan, cycle.lake, first, state, partitions=partitions(cycle.layouts(state, first)))
+    load_base(cycle, first)
     cycle.materialize()
     night = gen.update_generating(changes)
     schema = pa.schema([f for f in SCHEMAS["pos"] if f.name != "_op"])

@@ -98,8 +98,7 @@ def _build(root: str, pos: int, changes: int, seed: int, cores: int) -> str:
     from nightshift.config import load_project
     from nightshift.cycle import Cycle
     from nightshift.example import RetailGenerator, batch_id, init_project, write_batch
-    from spark_jobs.apply_base import apply_base
-    from runtime.layout import partitions
+    from bench.measure import load_base
 
     root = Path(root)
     init_project(root, None, 0)
@@ -107,8 +106,7 @@ def _build(root: str, pos: int, changes: int, seed: int, cores: int) -> str:
     first = gen.write(root / "lake", pos, 0)[0]
     project = dataclasses.replace(load_project(root), spark_master=f"local[{cores}]")
     cycle = Cycle(project, progress=lambda _: None)
-    state = cycle.lake.state()  # the initial load: base (laid out as the nights will keep it), then materialize
-    apply_base(cycle.spark, cycle.plan, cycle.lake, first, state, partitions=partitions(cycle.layouts(state, first)))
+    load_base(cycle, first)  # the initial load: base, then materialize
     cycle.materialize()
     night = batch_id(gen.days + 1)
     for table, frame in gen.night(1, changes).items():

@@ -36,6 +36,16 @@ def readers(cycle: Cycle, name: str) -> list[str]:
     return [v.name for v in cycle.plan.views if name in v.reads]
 
 
+def load_base(cycle: Cycle, batch: str) -> None:
+    """A first load's base tables alone (apply-base of `batch`, no night propagated; materialize follows), each laid
+    out as the nights will keep it (Cycle.layouts)."""
+    from runtime.layout import partitions
+    from spark_jobs.apply_base import apply_base
+
+    state = cycle.lake.state()
+    apply_base(cycle.spark, cycle.plan, cycle.lake, batch, state, partitions=partitions(cycle.layouts(state, batch)))
+
+
 def rematerialize(cycle: Cycle) -> tuple[float, dict]:
     """Seconds and per-view {rows, parent} of Spark's recompute along the lattice plus the warehouse load."""
     t = time.perf_counter()

@@ -144,15 +144,12 @@ class Base:
         init_project(work, None, 0)
         self.gen = RetailGenerator(seed=seed, skew=skew)
         self.lake = work / "lake"
-        from bench.measure import rematerialize
-        from spark_jobs.apply_base import apply_base
-        from runtime.layout import partitions
+        from bench.measure import load_base, rematerialize
 
         t = time.perf_counter()
         first = self.gen.write(self.lake, pos, 0)[0]
         c = self.cycle = Cycle(load_project(work), progress=lambda _: None)
-        state = c.lake.state()  # the initial load: base (laid out as the nights will keep it), then materialize
-        apply_base(c.spark, c.plan, c.lake, first, state, partitions=partitions(c.layouts(state, first)))
+        load_base(c, first)  # the initial load: base, then materialize
         rematerialize(c)
         self.seconds = time.perf_counter() - t
         self.nights = 0
