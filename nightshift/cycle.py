@@ -46,9 +46,11 @@ def _in_plain_words(progress: Callable[[str], None], plan) -> Callable[[str], No
 
 
 def project_layouts(project: Project, lake: Lake, state: LakeState, batch: str | None = None) -> tuple[Layout, ...]:
-    """Cycle.layouts, for a project whose steps do not run (nightshift plan)."""
+    """Cycle.layouts, for a project whose steps do not run (nightshift plan). Only a fact table's size decides its
+    layout: only theirs are read (each from its Delta log, and the batch's Parquet footers)."""
+    facts = {f.lower() for f in project.plan.fact_tables}
     rows = {t.name: lake.rows(t.name, state) + (parquet_rows(lake.change_dir(t.name, batch)) if batch else 0)
-            for t in project.plan.schema.base_tables}
+            for t in project.plan.schema.base_tables if t.name.lower() in facts}
     declared = {k: v for k, v in project.statistics if "." not in k}
     return choose_layouts(project.plan, project.partition_settings, rows, state.partitions, declared)
 
