@@ -1,5 +1,6 @@
 """SQL text from one place (lattice/sql.py): identifiers and literals for Spark, DuckDB and PostgreSQL,
-and a schema whose table and column names hold a backtick, a double quote and an apostrophe, carried
+and a schema whose table and column names hold a backtick, a double quote and an apostrophe (and a column named
+rowid), carried
 through the batch checks, propagate along the lattice, refresh, the oracle and validation."""
 
 from __future__ import annotations
@@ -68,7 +69,9 @@ def test_literals_of_every_type():
 # ---------------------------------------------------------------- a whole cycle over odd names
 
 STORES, POS = 'sto`res', 'p"os'
-SID, CITY, REGION = 'store"id', 'ci`ty', 're"gion'
+# REGION is a group key of by_tag named as DuckDB's row-id pseudo-column: refresh replaces a changed group's row
+# without it (warehouse.dialects.DuckDBDialect.merge_delta)
+SID, CITY, REGION = 'store"id', 'ci`ty', 'rowid'
 DATE, QTY, TAG = 'da`te', 'q"ty', "it's"
 SCHEMA = f"""
 CREATE TABLE {ident(STORES)} ({ident(SID)} INTEGER PRIMARY KEY, {ident(CITY)} VARCHAR, {ident(REGION)} VARCHAR);
@@ -157,7 +160,7 @@ def test_odd_names_through_the_whole_cycle(tmp_path, spark, quiet, warehouse_url
     _write(root, "b2", POS, [("delete", (3, d, 99, None))])
     with pytest.raises(BadChangeBatch, match=r"table p\"os: delete of a row that does not exist: .*q\"ty=99"):
         cycle.run("b2")
-    night = [("delete", (3, d, 5, None))] + [("insert", (3, d, q, "it's")) for q in (6, 1, 2, 3, 4)]
+    night = [("delete", (3, d, 5, None)), ("insert", (2, d, 4, "tick`"))] + [("insert", (3, d, q, "it's")) for q in (6, 1, 2, 3, 4)]
     _write(root, "b2", POS, night)
     cycle.run("b2")
     pos.remove((3, d, 5, None))

@@ -9,7 +9,6 @@ table by Figure 8 of paper 001.
 from __future__ import annotations
 
 import io
-from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
@@ -137,20 +136,8 @@ class Dialect:
         delta groups that remove rows from groups the summary table does not hold. `insert_only`
         (4.3: the batch deletes nothing, so every delta COUNT(*) is positive): no group can empty or
         lose its MIN/MAX row, so the delete and MIN/MAX-recompute paths are skipped."""
-        t, c, cnt = self.table(view), q("__ns_class"), q("_ns_count")
-        match = self.keys_match(view, "t", "d")
-        gone = "FALSE" if insert_only else f"COALESCE(t.{cnt} + d.{cnt} = 0, FALSE)"
-        self.create_temp_as(
-            conn, "__ns_class",
-            f"SELECT d.*, t.{cnt} IS NOT NULL AS _ns_found, {gone} AS _ns_gone "
-            f"FROM {q(delta)} AS d LEFT JOIN {t} AS t ON {match}",
-        )
-        inserted, updated, deleted, broken = (int(x) for x in self.run(conn, 
-            f"SELECT COALESCE(SUM(CASE WHEN NOT _ns_found AND {cnt} > 0 THEN 1 ELSE 0 END), 0), "
-            f"COALESCE(SUM(CASE WHEN _ns_found AND NOT _ns_gone THEN 1 ELSE 0 END), 0), "
-            f"COALESCE(SUM(CASE WHEN _ns_gone THEN 1 ELSE 0 END), 0), "
-            f"COALESCE(SUM(CASE WHEN NOT _ns_found AND {cnt} < 0 THEN 1 ELSE 0 END), 0) FROM {c}"
-        ).fetchone())
+        t, c = self.table(view), q("__ns_class")
+        inserted, updated, deleted, broken = self.classify(conn, view, delta, insert_only)
         if broken:
             return inserted, updated, deleted, broken
         cm = self.keys_match(view, "t", "c")
@@ -163,6 +150,26 @@ class Dialect:
         if inserted:
             self.insert_fresh(conn, view, "__ns_class", "NOT c._ns_found")
         return inserted, updated, deleted, broken
+
+    def classify(self, conn, view: View, delta: str, insert_only: bool, extra: tuple[str, ...] = ()
+                 ) -> tuple[int, int, int, int]:
+        """Every delta group of `delta` classified against the summary table in ONE join, kept as the temporary
+        table __ns_class: the delta's columns, _ns_found (the table holds the group), _ns_gone (its COUNT(*)
+        reaches 0), and `extra` (select items over the delta `d` and the table's row `t`, NULL when not found).
+        Returns (inserted, updated, deleted, broken) as merge_delta counts them."""
+        cnt = q("_ns_count")
+        gone = "FALSE" if insert_only else f"COALESCE(t.{cnt} + d.{cnt} = 0, FALSE)"
+        self.create_temp_as(
+            conn, "__ns_class",
+            f"SELECT d.*, t.{cnt} IS NOT NULL AS _ns_found, {gone} AS _ns_gone{''.join(', ' + e for e in extra)} "
+            f"FROM {q(delta)} AS d LEFT JOIN {self.table(view)} AS t ON {self.keys_match(view, 't', 'd')}",
+        )
+        return tuple(int(x) for x in self.run(conn,
+            f"SELECT COALESCE(SUM(CASE WHEN NOT _ns_found AND {cnt} > 0 THEN 1 ELSE 0 END), 0), "
+            f"COALESCE(SUM(CASE WHEN _ns_found AND NOT _ns_gone THEN 1 ELSE 0 END), 0), "
+            f"COALESCE(SUM(CASE WHEN _ns_gone THEN 1 ELSE 0 END), 0), "
+            f"COALESCE(SUM(CASE WHEN NOT _ns_found AND {cnt} < 0 THEN 1 ELSE 0 END), 0) FROM {q('__ns_class')}"
+        ).fetchone())
 
     def insert_fresh(self, conn, view: View, delta: str, where: str = "TRUE") -> None:
         """INSERT the delta's groups with COUNT(*) > 0 as new groups (Figure 8's "t is not found")."""
@@ -246,32 +253,39 @@ class DuckDBDialect(Dialect):
         self.run(conn, f"COPY ({self.storage_select(view)}) TO {literal(str(path), 'duckdb')} (FORMAT PARQUET)")
 
     def merge_delta(self, conn, view: View, delta: str, insert_only: bool = False) -> tuple[int, int, int, int]:
-        """Figure 8 as ONE MERGE: an emptied group deleted, an existing one updated by Figure 8's rule, a new
-        one inserted, and a delta group that removes rows from a group the table does not hold an error
-        (the transaction rolls back). DuckDB joins the delta with the summary table once (the
-        classification join, then DELETE, UPDATE and INSERT joined it four times); RETURNING merge_action
-        counts what it did. `insert_only` (4.3): no delete clause, no MIN/MAX recompute."""
-        t, cnt = self.table(view), q("_ns_count")
+        """Figure 8 with each changed group's row replaced, not updated in place. The classification's one join of
+        the delta with the summary table (classify) also computes each group's new row (Figure 8's rule for a group
+        the table holds, a new group's own values for one it does not); a delta group that removes rows from a group
+        the table does not hold is counted as broken (the caller raises; the transaction rolls back). Then the
+        changed groups' old rows are deleted by their row ids, and the new rows of every group that still holds rows
+        go in. `insert_only` (4.3): no group is gone, no MIN/MAX recompute.
+
+        Why not UPDATE (or MERGE's UPDATE): DuckDB keeps an update beside its row group and, at the next
+        checkpoint, rewrites the updated columns of every row group it touched; its commit checkpoints once the
+        night's changes are large. A night's changed groups are spread over the whole table (a correction for
+        every date), so the commit rewrote most of a large summary table inside the window. A delete is a mark
+        and the new rows are appended: the checkpoint writes only them."""
+        t, c = self.table(view), q("__ns_class")
         lost = "FALSE" if insert_only else "d._ns_lost = 1"
-        sets = ", ".join(f"{q(s.column)} = {merged(view, s, 't', 'd', lost)}" for s in view.stored)
-        cols = [self.col(view, k.name) for k in view.keys] + [q(s.column) for s in view.stored]
-        vals = [f"d.{self.col(view, k.name)}" for k in view.keys] + [fresh(view, s, "d") for s in view.stored]
-        gone = "" if insert_only else f"WHEN MATCHED AND t.{cnt} + d.{cnt} = 0 THEN DELETE "
-        sql = (f"MERGE INTO {t} AS t USING {q(delta)} AS d ON {self.keys_match(view, 't', 'd')} {gone}"
-               f"WHEN MATCHED THEN UPDATE SET {sets} "
-               f"WHEN NOT MATCHED AND d.{cnt} < 0 THEN ERROR {literal(BROKEN, 'duckdb')} "
-               f"WHEN NOT MATCHED AND d.{cnt} > 0 THEN INSERT ({', '.join(cols)}) VALUES ({', '.join(vals)}) "
-               f"RETURNING merge_action")
-        try:
-            counts = Counter(action for action, in self.run(conn, sql).fetchall())
-        except sa.exc.DBAPIError as e:  # duckdb's ConstraintException: the ERROR clause
-            if BROKEN in str(e):
-                return 0, 0, 0, -1  # how many: the aborted transaction cannot tell
-            raise
-        return counts["INSERT"], counts["UPDATE"], counts["DELETE"], 0
-
-
-BROKEN = "nightshift: a summary-delta group removes rows from a group the summary table does not hold"
+        keys = [self.col(view, k.name) for k in view.keys]
+        by_row = not any(k.name.lower() == "rowid" for k in view.keys)  # a group key named rowid hides DuckDB's
+        new = [f"CASE WHEN t.{q('_ns_count')} IS NULL THEN {fresh(view, s, 'd')} ELSE {merged(view, s, 't', 'd', lost)} END "
+               f"AS {q(f'_ns_new{i}')}" for i, s in enumerate(view.stored)]
+        extra = (*(["t.rowid AS _ns_row"] if by_row else []), *new)
+        inserted, updated, deleted, broken = self.classify(conn, view, delta, insert_only, extra)
+        if broken:
+            return inserted, updated, deleted, broken
+        if (updated or deleted) and by_row:
+            self.run(conn, f"DELETE FROM {t} WHERE rowid IN (SELECT _ns_row FROM {c} WHERE _ns_found)")
+        elif updated or deleted:
+            self.run(conn, f"DELETE FROM {t} AS t USING {c} AS c WHERE {self.keys_match(view, 't', 'c')} AND c._ns_found")
+        if inserted or updated:
+            cols = keys + [q(s.column) for s in view.stored]
+            vals = keys + [q(f"_ns_new{i}") for i in range(len(view.stored))]
+            keep = f"(_ns_found AND NOT _ns_gone) OR (NOT _ns_found AND {q('_ns_count')} > 0)"
+            self.run(conn, f"INSERT INTO {t} ({', '.join(cols)}) SELECT {', '.join(vals)} FROM {c} WHERE {keep}")
+        self.run(conn, f"DROP TABLE {c}")
+        return inserted, updated, deleted, 0
 
 
 class PostgresDialect(Dialect):
