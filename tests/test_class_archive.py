@@ -13,12 +13,20 @@ import pytest
 
 from spark_jobs import class_archive
 from spark_jobs.class_archive import MAGIC, adopt, archive_options, key
+from spark_jobs.packages import DELTA_JARS
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
 def where(tmp_path, monkeypatch):
+    """An archive folder of the test's own, and a package cache holding Delta Lake's jars (by name: no JVM starts
+    in these tests), as on a machine where bin/spark-packages has run; the machine's own cache may not be filled."""
+    jars = tmp_path / "ivy" / "jars"
+    jars.mkdir(parents=True)
+    for name in DELTA_JARS:
+        (jars / f"{name}.jar").write_bytes(b"")
+    monkeypatch.setenv("NIGHTSHIFT_IVY_CACHE", str(tmp_path / "ivy"))
     monkeypatch.setenv("NIGHTSHIFT_CLASS_ARCHIVE", str(tmp_path / "jvm"))
     return tmp_path / "jvm"
 
@@ -92,7 +100,7 @@ def test_a_jvm_that_resolves_delta_lake_itself_neither_writes_nor_maps_an_archiv
     assert key() is None and archive_options() == ""
 
 
-def test_the_key_follows_the_java_build(tmp_path, monkeypatch):
+def test_the_key_follows_the_java_build(where, tmp_path, monkeypatch):
     here = key()
     java = tmp_path / "jdk" / "bin" / "java"
     java.parent.mkdir(parents=True)
