@@ -268,14 +268,36 @@ def matched(lake: Lake, state: LakeState, table: Table, dels: pa.Table, place: t
 
 def deletes_exist(table: Table, dels: pa.Table, base: pa.Table) -> dict | None:
     """Bag semantics: every deleted row image matches as many distinct rows of `base` (the rows a deleted row may
-    match) as it is deleted."""
+    match) as it is deleted. The first deleted row image (in the batch's order) that does not is reported."""
     cols = list(table.column_names)
+    if not any(types.family(c.type) == "float" for c in table.columns):
+        return _deletes_exist_grouped(cols, dels, base)
     wanted = Counter(tuples(dels, cols))
     held = Counter(k for k in tuples(base, cols) if k in wanted)
     for row, n in wanted.items():
         if held[row] < n:
             return reported(cols, _values(row), n=n, m=held[row])
     return None
+
+
+def _deletes_exist_grouped(cols: list[str], dels: pa.Table, base: pa.Table) -> dict | None:
+    """deletes_exist in Arrow, for columns that compare alike in Arrow's grouping and Spark's `<=>` (no floating
+    point: -0.0 and NaN group otherwise): the deleted rows and the base rows in one grouping, each group counting
+    its deletes and its base rows; NULL groups with NULL as `<=>` matches it. Arrow's grouping in one thread keeps
+    the groups in the order they first appear, so the deleted rows' come first, in the batch's order."""
+    schema = dels.select(cols).schema
+    both = pa.concat_tables([
+        dels.select(cols).append_column("_n", pa.repeat(pa.scalar(1, pa.int64()), dels.num_rows))
+            .append_column("_m", pa.repeat(pa.scalar(0, pa.int64()), dels.num_rows)),
+        base.select(cols).cast(schema).append_column("_n", pa.repeat(pa.scalar(0, pa.int64()), base.num_rows))
+            .append_column("_m", pa.repeat(pa.scalar(1, pa.int64()), base.num_rows)),
+    ])
+    groups = both.group_by(cols, use_threads=False).aggregate([("_n", "sum"), ("_m", "sum")])
+    short = groups.filter(pc.less(groups.column("_m_sum"), groups.column("_n_sum"))).slice(0, 1)
+    if short.num_rows == 0:
+        return None
+    row = short.to_pylist()[0]
+    return reported(cols, [row[c] for c in cols], n=row["_n_sum"], m=row["_m_sum"])
 
 
 def primary_key(table: Table, old: pa.Table, ins: pa.Table, dels: pa.Table) -> dict | None:
@@ -297,11 +319,31 @@ def dependency_holds(fd: FunctionalDependency, table: Table, old: pa.Table, ins:
 
 def orphan(table: Table, columns: tuple[str, ...], ins: pa.Table, parent_keys: set) -> dict | None:
     """The first inserted row whose foreign key `columns` (none of them NULL) is no key of the parent after the
-    batch (parent_keys: its keys, as `key` gives them)."""
-    for i, k in enumerate(tuples(ins, named(table, columns))):
+    batch (parent_keys: its keys, as `key` gives them). A one-column key that is no floating point is looked up in
+    Arrow when every parent key is a value of the column's type as it is (else row by row here)."""
+    names = named(table, columns)
+    keys = _as_column([k[0] for k in parent_keys if k[0] is not None], ins.column(names[0]).type) \
+        if len(names) == 1 and types.family(table.column(names[0]).type) != "float" else None
+    if keys is not None:
+        column = ins.column(names[0])
+        missing = pc.and_(pc.is_valid(column), pc.invert(pc.is_in(column, value_set=keys)))
+        i = pc.index(missing, True).as_py()
+        return None if i < 0 else reported(table.column_names, [ins.column(c)[i].as_py() for c in table.column_names])
+    for i, k in enumerate(tuples(ins, names)):
         if None not in k and k not in parent_keys:
             return reported(table.column_names, [ins.column(c)[i].as_py() for c in table.column_names])
     return None
+
+
+def _as_column(values: list, arrow: pa.DataType) -> pa.Array | None:
+    """`values` (a parent's keys) as an array of Arrow type `arrow` (a child's column), when each is a value of that
+    type as it is (read back equal: Arrow refuses an overflow or another kind of value, and truncates a fraction
+    into an integer); None when one is not."""
+    try:
+        column = pa.array(values, arrow)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError):
+        return None
+    return column if column.to_pylist() == values else None
 
 
 def parent_keys(parent: Table, old: pa.Table, ins: pa.Table, dels: pa.Table, columns: tuple[str, ...]) -> set:

@@ -374,6 +374,66 @@ def test_a_small_table_after_its_deletes_computed_here_is_what_except_all_leaves
     assert changes.local_rows(spark, table, pa.concat_tables([old] * (changes.LOCAL_ROWS // len(old) + 1))) is None
 
 
+def test_the_delete_check_made_here_reports_the_first_deleted_row_the_base_holds_too_few_of():
+    """driver_checks.deletes_exist over rows without floating point (grouped in Arrow): NULLs match NULLs as `<=>`
+    matches them, a row deleted twice needs two equal base rows, and the refusal names the first such row in the
+    batch's order with how often it is deleted and held; the expectation is counted here row by row."""
+    import random
+
+    from lattice.ir import Column, Table
+    from spark_jobs import driver_checks
+    table = Table("t", (Column("k", "INTEGER"), Column("d", "DATE"), Column("amount", "DECIMAL(10,2)"),
+                        Column("tag", "VARCHAR")))
+    schema = pa.schema([("k", pa.int32()), ("d", pa.date32()), ("amount", pa.decimal128(10, 2)), ("tag", pa.string())])
+    rng = random.Random(7)
+    pick = lambda: (rng.choice([1, 2, None]), rng.choice([dt.date(2026, 1, 1), None]),
+                    rng.choice([Decimal("1.50"), Decimal("-0.00"), None]), rng.choice(["a", "it's", None]))
+    rows = lambda rs: pa.Table.from_pylist([dict(zip(schema.names, r)) for r in rs], schema)
+
+    def first_short(dels, base):  # the oracle: each deleted image in batch order, counted against the base
+        for r in dict.fromkeys(dels):
+            n, m = dels.count(r), base.count(r)
+            if m < n:
+                return {c: v for c, v in zip(schema.names, r) if v is not None} | {"n": n, "m": m}
+        return None
+
+    shorts = 0
+    for _ in range(200):
+        base = [pick() for _ in range(rng.randint(0, 30))]
+        dels = rng.sample(base, rng.randint(0, len(base))) + [pick() for _ in range(rng.randint(0, 2))]
+        rng.shuffle(dels)
+        want = first_short(dels, base)
+        shorts += want is not None
+        got = driver_checks.deletes_exist(table, rows(dels), rows(base))
+        assert (None if want is None else driver_checks.reported(schema.names, [want.get(c) for c in schema.names],
+                                                                 n=want["n"], m=want["m"])) == got, (dels, base)
+    assert 20 < shorts < 180  # both outcomes were exercised
+
+
+def test_the_foreign_key_check_made_here_reports_the_first_inserted_row_without_its_parent():
+    """driver_checks.orphan: the first inserted row (in the batch's order) whose key, not NULL, is no parent key;
+    a parent key that is not a value of the child's column type as it is (1.5 for an INTEGER) matches no row.
+    The expectation is found here row by row."""
+    import random
+
+    from lattice.ir import Column, Table
+    from spark_jobs import driver_checks
+    table = Table("c", (Column("k", "INTEGER"), Column("tag", "VARCHAR")))
+    schema = pa.schema([("k", pa.int32()), ("tag", pa.string())])
+    rng = random.Random(11)
+    orphans = 0
+    for _ in range(200):
+        parents = {(v,) for v in rng.sample(range(10), rng.randint(0, 9))} | rng.choice([set(), {(None,)}, {(1.5,)}])
+        ins = [(rng.choice([*range(10), None]), rng.choice(["a", None])) for _ in range(rng.randint(0, 8))]
+        first = next((r for r in ins if r[0] is not None and (r[0],) not in parents), None)
+        orphans += first is not None
+        want = None if first is None else driver_checks.reported(["k", "tag"], first)
+        got = driver_checks.orphan(table, ("K",), pa.Table.from_pylist([dict(zip(["k", "tag"], r)) for r in ins], schema),
+                                   parents)
+        assert got == want, (ins, parents)
+    assert 20 < orphans < 180
+
+
 # A table smaller than rewrite_below is written anew by apply-base: its delete check matches it in the check's
 # own job and keeps no record; a larger one ("0": every table) has the rows it matched recorded for apply-base.
 WRITTEN = pytest.mark.parametrize("rewrite_below", ["0", None], ids=["deleted from", "written anew"])
