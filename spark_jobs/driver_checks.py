@@ -285,19 +285,20 @@ def _deletes_exist_grouped(cols: list[str], dels: pa.Table, base: pa.Table) -> d
     point: -0.0 and NaN group otherwise): the deleted rows and the base rows in one grouping, each group counting
     its deletes and its base rows; NULL groups with NULL as `<=>` matches it. Arrow's grouping in one thread keeps
     the groups in the order they first appear, so the deleted rows' come first, in the batch's order."""
-    schema = dels.select(cols).schema
+    keys = [f"k{i}" for i in range(len(cols))]  # the columns by place: no name of the table's meets n and m
+    d = dels.select(cols).rename_columns(keys)
+    ones = lambda k, rows: pa.repeat(pa.scalar(k, pa.int64()), rows)  # noqa: E731
     both = pa.concat_tables([
-        dels.select(cols).append_column("_n", pa.repeat(pa.scalar(1, pa.int64()), dels.num_rows))
-            .append_column("_m", pa.repeat(pa.scalar(0, pa.int64()), dels.num_rows)),
-        base.select(cols).cast(schema).append_column("_n", pa.repeat(pa.scalar(0, pa.int64()), base.num_rows))
-            .append_column("_m", pa.repeat(pa.scalar(1, pa.int64()), base.num_rows)),
+        d.append_column("n", ones(1, d.num_rows)).append_column("m", ones(0, d.num_rows)),
+        base.select(cols).rename_columns(keys).cast(d.schema)
+            .append_column("n", ones(0, base.num_rows)).append_column("m", ones(1, base.num_rows)),
     ])
-    groups = both.group_by(cols, use_threads=False).aggregate([("_n", "sum"), ("_m", "sum")])
-    short = groups.filter(pc.less(groups.column("_m_sum"), groups.column("_n_sum"))).slice(0, 1)
+    groups = both.group_by(keys, use_threads=False).aggregate([("n", "sum"), ("m", "sum")])
+    short = groups.filter(pc.less(groups.column("m_sum"), groups.column("n_sum"))).slice(0, 1)
     if short.num_rows == 0:
         return None
     row = short.to_pylist()[0]
-    return reported(cols, [row[c] for c in cols], n=row["_n_sum"], m=row["_m_sum"])
+    return reported(cols, [row[k] for k in keys], n=row["n_sum"], m=row["m_sum"])
 
 
 def primary_key(table: Table, old: pa.Table, ins: pa.Table, dels: pa.Table) -> dict | None:

@@ -383,8 +383,8 @@ def test_the_delete_check_made_here_reports_the_first_deleted_row_the_base_holds
     from lattice.ir import Column, Table
     from spark_jobs import driver_checks
     table = Table("t", (Column("k", "INTEGER"), Column("d", "DATE"), Column("amount", "DECIMAL(10,2)"),
-                        Column("tag", "VARCHAR")))
-    schema = pa.schema([("k", pa.int32()), ("d", pa.date32()), ("amount", pa.decimal128(10, 2)), ("tag", pa.string())])
+                        Column("_n", "VARCHAR")))
+    schema = pa.schema([("k", pa.int32()), ("d", pa.date32()), ("amount", pa.decimal128(10, 2)), ("_n", pa.string())])
     rng = random.Random(7)
     pick = lambda: (rng.choice([1, 2, None]), rng.choice([dt.date(2026, 1, 1), None]),
                     rng.choice([Decimal("1.50"), Decimal("-0.00"), None]), rng.choice(["a", "it's", None]))
