@@ -327,13 +327,10 @@ def orphan(table: Table, columns: tuple[str, ...], ins: pa.Table, parent_keys: s
         if len(names) == 1 and types.family(table.column(names[0]).type) != "float" else None
     if keys is not None:
         column = ins.column(names[0])
-        missing = pc.and_(pc.is_valid(column), pc.invert(pc.is_in(column, value_set=keys)))
-        i = pc.index(missing, True).as_py()
-        return None if i < 0 else reported(table.column_names, [ins.column(c)[i].as_py() for c in table.column_names])
-    for i, k in enumerate(tuples(ins, names)):
-        if None not in k and k not in parent_keys:
-            return reported(table.column_names, [ins.column(c)[i].as_py() for c in table.column_names])
-    return None
+        i = pc.index(pc.and_(pc.is_valid(column), pc.invert(pc.is_in(column, value_set=keys))), True).as_py()
+    else:
+        i = next((i for i, k in enumerate(tuples(ins, names)) if None not in k and k not in parent_keys), -1)
+    return None if i < 0 else reported(table.column_names, [ins.column(c)[i].as_py() for c in table.column_names])
 
 
 def _as_column(values: list, arrow: pa.DataType) -> pa.Array | None:
