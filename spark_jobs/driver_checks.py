@@ -268,37 +268,43 @@ def matched(lake: Lake, state: LakeState, table: Table, dels: pa.Table, place: t
 
 def deletes_exist(table: Table, dels: pa.Table, base: pa.Table) -> dict | None:
     """Bag semantics: every deleted row image matches as many distinct rows of `base` (the rows a deleted row may
-    match) as it is deleted. The first deleted row image (in the batch's order) that does not is reported."""
+    match) as it is deleted. The first deleted row image (in the batch's order) that does not is reported, with its
+    own values.
+
+    One grouping in Arrow of the deleted rows and the base rows, each group counting its deletes, its base rows and
+    its first deleted row's place; rows group as Spark's `<=>` matches them: NULL with NULL, and floating point in
+    one form first (_as_compared: -0.0 as 0.0, every NaN as one NaN)."""
     cols = list(table.column_names)
-    if not any(types.family(c.type) == "float" for c in table.columns):
-        return _deletes_exist_grouped(cols, dels, base)
-    wanted = Counter(tuples(dels, cols))
-    held = Counter(k for k in tuples(base, cols) if k in wanted)
-    for row, n in wanted.items():
-        if held[row] < n:
-            return reported(cols, _values(row), n=n, m=held[row])
-    return None
-
-
-def _deletes_exist_grouped(cols: list[str], dels: pa.Table, base: pa.Table) -> dict | None:
-    """deletes_exist in Arrow, for columns that compare alike in Arrow's grouping and Spark's `<=>` (no floating
-    point: -0.0 and NaN group otherwise): the deleted rows and the base rows in one grouping, each group counting
-    its deletes and its base rows; NULL groups with NULL as `<=>` matches it. Arrow's grouping in one thread keeps
-    the groups in the order they first appear, so the deleted rows' come first, in the batch's order."""
-    keys = [f"k{i}" for i in range(len(cols))]  # the columns by place: no name of the table's meets n and m
+    keys = [f"k{i}" for i in range(len(cols))]  # the columns by place: no name of the table's meets n, m and i
     d = dels.select(cols).rename_columns(keys)
+    b = _as_compared(base.select(cols).rename_columns(keys).cast(d.schema))
+    d = _as_compared(d)
     ones = lambda k, rows: pa.repeat(pa.scalar(k, pa.int64()), rows)  # noqa: E731
     both = pa.concat_tables([
-        d.append_column("n", ones(1, d.num_rows)).append_column("m", ones(0, d.num_rows)),
-        base.select(cols).rename_columns(keys).cast(d.schema)
-            .append_column("n", ones(0, base.num_rows)).append_column("m", ones(1, base.num_rows)),
+        d.append_column("n", ones(1, d.num_rows)).append_column("m", ones(0, d.num_rows))
+            .append_column("i", pa.array(range(d.num_rows), pa.int64())),
+        b.append_column("n", ones(0, base.num_rows)).append_column("m", ones(1, base.num_rows))
+            .append_column("i", pa.nulls(base.num_rows, pa.int64())),
     ])
-    groups = both.group_by(keys, use_threads=False).aggregate([("n", "sum"), ("m", "sum")])
-    short = groups.filter(pc.less(groups.column("m_sum"), groups.column("n_sum"))).slice(0, 1)
+    groups = both.group_by(keys).aggregate([("n", "sum"), ("m", "sum"), ("i", "min")])
+    short = groups.filter(pc.less(groups.column("m_sum"), groups.column("n_sum")))
     if short.num_rows == 0:
         return None
-    row = short.to_pylist()[0]
-    return reported(cols, [row[k] for k in keys], n=row["n_sum"], m=row["m_sum"])
+    first = short.filter(pc.equal(short.column("i_min"), pc.min(short.column("i_min")))).to_pylist()[0]
+    i = first["i_min"]
+    return reported(cols, [dels.column(c)[i].as_py() for c in cols], n=first["n_sum"], m=first["m_sum"])
+
+
+def _as_compared(rows: pa.Table) -> pa.Table:
+    """`rows` with each floating-point column in the one form Spark's `<=>` compares it in: -0.0 as 0.0 and every
+    NaN as the same NaN (Arrow groups floating point by its bits); NULL stays NULL."""
+    for i, field in enumerate(rows.schema):
+        if pa.types.is_floating(field.type):
+            column = rows.column(i)
+            zero, nan = pa.scalar(0.0, field.type), pa.scalar(float("nan"), field.type)
+            column = pc.if_else(pc.equal(column, zero), zero, column)
+            rows = rows.set_column(i, field, pc.if_else(pc.is_nan(column), nan, column))
+    return rows
 
 
 def primary_key(table: Table, old: pa.Table, ins: pa.Table, dels: pa.Table) -> dict | None:

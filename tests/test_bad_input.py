@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -374,27 +375,37 @@ def test_a_small_table_after_its_deletes_computed_here_is_what_except_all_leaves
     assert changes.local_rows(spark, table, pa.concat_tables([old] * (changes.LOCAL_ROWS // len(old) + 1))) is None
 
 
-def test_the_delete_check_made_here_reports_the_first_deleted_row_the_base_holds_too_few_of():
-    """driver_checks.deletes_exist over rows without floating point (grouped in Arrow): NULLs match NULLs as `<=>`
-    matches them, a row deleted twice needs two equal base rows, and the refusal names the first such row in the
-    batch's order with how often it is deleted and held; the expectation is counted here row by row."""
+@pytest.mark.parametrize("floats", [False, True], ids=["no floating point", "floating point"])
+def test_the_delete_check_made_here_reports_the_first_deleted_row_the_base_holds_too_few_of(floats):
+    """driver_checks.deletes_exist (grouped in Arrow): NULLs match NULLs as `<=>` matches them, so do -0.0 and 0.0 and
+    every NaN (whatever its bits), a row deleted twice needs two equal base rows, and the refusal names the first
+    such row in the batch's order, with its own values, how often it is deleted and held; the expectation is counted
+    here row by row, in Python's comparisons."""
     import random
+    import struct
 
     from lattice.ir import Column, Table
     from spark_jobs import driver_checks
-    table = Table("t", (Column("k", "INTEGER"), Column("d", "DATE"), Column("amount", "DECIMAL(10,2)"),
-                        Column("_n", "VARCHAR")))
-    schema = pa.schema([("k", pa.int32()), ("d", pa.date32()), ("amount", pa.decimal128(10, 2)), ("_n", pa.string())])
+    columns = [Column("k", "INTEGER"), Column("d", "DATE"), Column("amount", "DECIMAL(10,2)"), Column("_n", "VARCHAR")]
+    arrow = [("k", pa.int32()), ("d", pa.date32()), ("amount", pa.decimal128(10, 2)), ("_n", pa.string())]
+    other_nan = struct.unpack("<d", struct.pack("<Q", 0x7FF8000000000001))[0]  # a NaN of other bits
+    if floats:
+        columns += [Column("x", "DOUBLE"), Column("r", "REAL")]
+        arrow += [("x", pa.float64()), ("r", pa.float32())]
+    table, schema = Table("t", tuple(columns)), pa.schema(arrow)
     rng = random.Random(7)
     pick = lambda: (rng.choice([1, 2, None]), rng.choice([dt.date(2026, 1, 1), None]),
-                    rng.choice([Decimal("1.50"), Decimal("-0.00"), None]), rng.choice(["a", "it's", None]))
+                    rng.choice([Decimal("1.50"), Decimal("-0.00"), None]), rng.choice(["a", "it's", None]),
+                    *([rng.choice([0.0, -0.0, float("nan"), other_nan, 1.5, None]),
+                       rng.choice([0.0, -0.0, float("nan"), None])] if floats else []))
     rows = lambda rs: pa.Table.from_pylist([dict(zip(schema.names, r)) for r in rs], schema)
+    same = lambda r: tuple("NaN" if v != v else v for v in r)  # Python's ==, but NaN equal to NaN; -0.0 == 0.0 already
 
     def first_short(dels, base):  # the oracle: each deleted image in batch order, counted against the base
-        for r in dict.fromkeys(dels):
-            n, m = dels.count(r), base.count(r)
-            if m < n:
-                return {c: v for c, v in zip(schema.names, r) if v is not None} | {"n": n, "m": m}
+        for i, r in enumerate(dels):
+            n, m = sum(same(o) == same(r) for o in dels), sum(same(o) == same(r) for o in base)
+            if m < n and all(same(o) != same(r) for o in dels[:i]):
+                return {"row": r, "n": n, "m": m}
         return None
 
     shorts = 0
@@ -405,8 +416,11 @@ def test_the_delete_check_made_here_reports_the_first_deleted_row_the_base_holds
         want = first_short(dels, base)
         shorts += want is not None
         got = driver_checks.deletes_exist(table, rows(dels), rows(base))
-        assert (None if want is None else driver_checks.reported(schema.names, [want.get(c) for c in schema.names],
-                                                                 n=want["n"], m=want["m"])) == got, (dels, base)
+        assert (None if want is None else driver_checks.reported(schema.names, list(want["row"]), n=want["n"],
+                                                                 m=want["m"])) == got, (dels, base)
+        if want is not None:  # the row reported is the batch's own: -0.0 stays -0.0
+            signs = [(c, math.copysign(1, v)) for c, v in zip(schema.names, want["row"]) if isinstance(v, float) and v == 0]
+            assert signs == [(c, math.copysign(1, got[c])) for c, _ in signs]
     assert 20 < shorts < 180  # both outcomes were exercised
 
 
