@@ -227,9 +227,12 @@ def data_unchanged(path, since: int, until: int) -> bool:
 
 
 def committed(path, mark: str, since: int | None) -> bool:
-    """Whether a commit of the Delta table after version `since` (None: any) carries `mark` as its commit
-    info's user metadata: a night's commit of the table done before a crash. Read on the driver from the
-    commits' log files, newest first (a night's rerun finds its own commit among the last few)."""
+    """Whether a commit of the Delta table after version `since` (None: any) carries `mark` (Lake.commit_mark) as
+    its commit info's user metadata: a night's commit of the table done before a crash. The marks compare by the
+    table, the batch's sequence number and the step, not by the lake's path (a lake written before marks left it
+    out named its folder there: moved since, it still knows its commits). Read on the driver from the commits' log
+    files, newest first (a night's rerun finds its own commit among the last few)."""
+    wanted = _mark_key(mark)
     log = Path(path) / "_delta_log"
     versions = sorted((int(p.stem) for p in log.glob("*.json") if p.stem.isdigit()), reverse=True)
     for v in versions:
@@ -237,10 +240,22 @@ def committed(path, mark: str, since: int | None) -> bool:
             return False
         for line in (log / f"{v:020d}.json").read_text().splitlines():
             if '"commitInfo"' in line:
-                if json.loads(line)["commitInfo"].get("userMetadata") == mark:
+                if _mark_key(json.loads(line)["commitInfo"].get("userMetadata")) == wanted:
                     return True
                 break
     return False
+
+
+def _mark_key(metadata) -> tuple | None:
+    """What identifies a night's commit in its user metadata: (table, sequence number, step); None for a commit
+    nightshift did not mark."""
+    try:
+        mark = json.loads(metadata) if isinstance(metadata, str) else None
+    except ValueError:
+        return None
+    if not isinstance(mark, dict) or "nightshift" not in mark:
+        return None
+    return mark.get("table"), mark.get("batch"), mark.get("step", "")
 
 
 # A lake table's protocol when its properties turn deletion vectors on: the one Spark's writer gives it

@@ -37,7 +37,7 @@ A base table's Delta table holds the declared columns plus hidden ones, which ev
 
 A reader of the base reads each table at exactly the version the state record holds (Delta time
 travel, `versionAsOf`), never the latest. apply-base commits each table of batch k once (the
-commit's user metadata names the lake, the table and k's sequence number: Lake.commit_mark), then writes the
+commit's user metadata names the table and k's sequence number: Lake.commit_mark), then writes the
 state record: a crash between two tables' commits leaves the old state record, and the rerun commits
 only the tables that are missing (it finds a commit with the same mark after the recorded version and
 skips it; the check reads the table's newest log files on the driver).
@@ -117,8 +117,10 @@ class Lake:
 
     def commit_mark(self, name: str, sequence: int, step: str = "") -> str:
         """The user metadata of batch `sequence`'s commit to table `name` (`step`: a commit of the batch's
-        before its main one, e.g. a DELETE before the append): how a rerun knows the commit is done."""
-        return json.dumps({"nightshift": str(self.root.resolve()), "table": name, "batch": sequence,
+        before its main one, e.g. a DELETE before the append): how a rerun knows the commit is done
+        (runtime.delta.committed compares the table, the sequence number and the step). It names no path: a
+        lake moved to another folder, or seen under another mount by another worker, still knows its commits."""
+        return json.dumps({"nightshift": "apply-base", "table": name, "batch": sequence,
                            **({"step": step} if step else {})}, sort_keys=True)
 
     def delta_root(self, batch: str) -> Path:

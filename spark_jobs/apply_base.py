@@ -15,7 +15,7 @@ first rows, a small table or copy written anew, a night's few inserts appended) 
 (lake_tables.write's small): Spark's Delta writer costs about half a second a commit before it writes
 anything. Where the night's rows of a table are few and known in this process exactly (driver_checks.BatchRows)
 and the table keeps its columns and layout, the rows themselves are computed here too (_commit_in_driver): the
-commit then costs no Spark job at all. Every commit carries its mark (the lake, the table, k's sequence number: Lake.commit_mark). When every table
+commit then costs no Spark job at all. Every commit carries its mark (the table, k's sequence number: Lake.commit_mark). When every table
 and lake copy has committed, the lake's state record takes the new versions. A crash between two
 commits leaves the old state record; the rerun reads the base at the recorded versions again and skips
 every commit whose mark the table's log already holds after its recorded version, so only what is

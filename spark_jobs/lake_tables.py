@@ -1,5 +1,5 @@
 """The lake's Delta tables as Spark writes them (runtime.lake lays them out): every commit of a night is
-idempotent (its user metadata names the lake, the table and the batch, Lake.commit_mark; a rerun after a
+idempotent (its user metadata names the table and the batch, Lake.commit_mark; a rerun after a
 crash finds the commits already made after the recorded version and commits only what is missing), and
 the version each commit made is read back for the lake's state record.
 

@@ -418,3 +418,30 @@ def test_a_table_laid_out_by_month_is_read_by_delta_only_when_most_of_it_has_del
     spark.sql(f"DELETE FROM {delta_path(months)} WHERE k IN (1, 2)")  # every month's file has one now
     assert lake_tables.delta_reads(delta.snapshot(months))
     assert live(months) == list(range(3, 300))
+
+
+def test_a_nights_commit_is_known_by_its_table_batch_and_step_wherever_the_lake_is(tmp_path):
+    """delta.committed finds a night's commit by the table, the batch's sequence number and the step its mark
+    names, whatever folder the lake is in: a mark naming the lake's old folder (as lakes wrote them before marks
+    named no path) is the same night's commit; another table, batch or step, a commit nightshift did not mark, or
+    one at or before the recorded version, is not."""
+    import json
+
+    from runtime import delta
+    from runtime.lake import Lake
+
+    table = tmp_path / "moved" / "lake" / "tables" / "pos"
+    (table / "_delta_log").mkdir(parents=True)
+    metas = ["not json", json.dumps({"team": "etl"}),
+             json.dumps({"nightshift": "/elsewhere/lake", "table": "pos", "batch": 3, "step": "delete"}, sort_keys=True),
+             json.dumps({"nightshift": "/elsewhere/lake", "table": "pos", "batch": 3}, sort_keys=True)]
+    for v, meta in enumerate(metas):
+        (table / "_delta_log" / f"{v:020d}.json").write_text(json.dumps({"commitInfo": {"userMetadata": meta}}) + "\n")
+    lake = Lake(tmp_path / "moved" / "lake")
+    assert delta.committed(table, lake.commit_mark("pos", 3), None)
+    assert delta.committed(table, lake.commit_mark("pos", 3, "delete"), 1)
+    assert not delta.committed(table, lake.commit_mark("pos", 3, "delete"), 2)  # at or before the recorded version
+    assert not delta.committed(table, lake.commit_mark("pos", 4), None)
+    assert not delta.committed(table, lake.commit_mark("items", 3), None)
+    assert not delta.committed(table, lake.commit_mark("pos", 3, "append"), None)
+    assert "elsewhere" not in lake.commit_mark("pos", 3) and str(tmp_path) not in lake.commit_mark("pos", 3)
