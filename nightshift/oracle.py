@@ -45,11 +45,39 @@ def normalize_value(v):
     return v
 
 
+def _decimal_against_float(expected: list[tuple], actual: list[tuple]) -> dict[int, int]:
+    """The columns (by place) where one side holds a DECIMAL and the other floating point: each with the largest
+    scale among its decimals."""
+    def kinds(rows):
+        out: dict[int, set] = {}
+        for r in rows:
+            for i, v in enumerate(r):
+                if isinstance(v, (float, decimal.Decimal)):
+                    out.setdefault(i, set()).add(type(v))
+        return out
+    e, a = kinds(expected), kinds(actual)
+    scales = {}
+    for i in set(e) & set(a):
+        if {float, decimal.Decimal} <= e[i] | a[i] and e[i] != a[i]:
+            exps = [v.as_tuple().exponent for r in expected + actual for v in r[i:i + 1] if isinstance(v, decimal.Decimal)]
+            scales[i] = max((-x for x in exps if isinstance(x, int)), default=0)
+    return scales
+
+
 def bag(rows) -> Counter:
     return Counter(tuple(normalize_value(v) for v in r) for r in rows)
 
 
 def compare(view: str, expected_rows, actual_rows) -> Mismatch | None:
+    """None when the two bags of rows are equal (normalize_value). A column one side gives as DECIMAL and the other
+    as floating point (Spark's AVG of a DECIMAL(p,s) is a DECIMAL of scale s+4, a warehouse's may be a DOUBLE) is
+    compared at the decimals' scale: its floating-point values rounded to it."""
+    expected_rows, actual_rows = [tuple(r) for r in expected_rows], [tuple(r) for r in actual_rows]
+    scales = _decimal_against_float(expected_rows, actual_rows)
+    if scales:
+        at = lambda rows: [tuple(round(v, scales[i]) if i in scales and isinstance(v, float) and math.isfinite(v)  # noqa: E731
+                                 else v for i, v in enumerate(r)) for r in rows]
+        expected_rows, actual_rows = at(expected_rows), at(actual_rows)
     e, a = bag(expected_rows), bag(actual_rows)
     if e == a:
         return None
