@@ -47,6 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("nightshift: interrupted; every step is safe to rerun", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # what reads the output stopped reading (`nightshift status | head`): end quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's flush of stdout goes nowhere
+        return 1
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -144,7 +147,9 @@ def _parser() -> argparse.ArgumentParser:
         "into Delta tables under lake/tables/, keeping the applied batches; once converted, it does nothing. Safe to "
         "rerun: lake/base/ goes only after every table was converted and counted.")
     c = cmd("verify", _verify, "Compare every served view with a from-scratch recompute (DuckDB and/or Spark).")
-    c.add_argument("--engine", choices=["duckdb", "spark", "both"], default="duckdb")
+    c.add_argument("--engine", choices=["duckdb", "spark", "both"], default="duckdb",
+                   help="what recomputes every view from the lake's base tables to compare with: DuckDB in this "
+                        "process (default), Spark, or both")
     c = cmd("status", _status, "Show applied batches (ledger and lake), pending batches, and how the last night kept "
             "each summary view.")
     c = cmd("demo", _demo, "Create the retail example, run its nights end to end, and check the result.", project=False)
@@ -457,12 +462,15 @@ def _step(name: str):
 
 
 def _compact(args) -> int:
-    r = _cycle(args).compact(args.purge)
+    from nightshift.render import display_name
+
+    cycle = _cycle(args)
+    r = cycle.compact(args.purge)
     if r.skipped:
         print(f"compact: skipped ({r.skipped})")
         return 0
     for name, t in r.details["tables"].items():
-        print(f"compact: {name}: version {t['from']} -> {t['to']} ({t['reason']})")
+        print(f"compact: {display_name(cycle.plan, name) or name}: version {t['from']} -> {t['to']} ({t['reason']})")
     print(f"compact: done in {r.seconds:.2f}s")
     return 0
 
@@ -528,12 +536,14 @@ def _capture(args) -> int:
     if r.skipped:
         print(f"capture {args.batch}: skipped ({r.skipped})")
     for rec in r.records:
-        read = (f"Delta versions {rec.delta_since + 1}..{rec.delta_version}" if rec.delta_since is not None else
+        read = (("no new Delta version" if rec.delta_version <= rec.delta_since else
+                 f"Delta versions {rec.delta_since + 1}..{rec.delta_version}") if rec.delta_since is not None else
                 f"against base {rec.base or '(empty)'}; Delta version {rec.delta_version}") if rec.kind == "delta" else \
             f"against base {rec.base or '(empty)'}; {len(rec.sources)} file(s)"
         print(f"capture {args.batch}: {rec.table} from {rec.kind}: {rec.inserted} insert(s), {rec.deleted} delete(s) ({read})")
     if r.records:
-        print(f"capture {args.batch}: done in {r.seconds:.2f}s; next: nightshift run --project {args.project} --batch {args.batch}")
+        print(f"capture {args.batch}: done in {r.seconds:.2f}s; next: nightshift run --project {args.project} --pending "
+              f"(every landed night in order, this one included)")
     return 0
 
 
