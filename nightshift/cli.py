@@ -522,6 +522,7 @@ def _night_summary(results) -> str:
     skipped = [r.step for r in results if r.skipped]
     if skipped:
         parts.append(f"{', '.join(skipped)} already done")
+        parts += [f"{r.step} done" for r in results if r.step == "apply-base" and not r.skipped]  # a rerun's last step
     return "; ".join(parts) or "done"
 
 
