@@ -59,8 +59,8 @@ def _decimal_against_float(expected: list[tuple], actual: list[tuple]) -> dict[i
     scales = {}
     for i in set(e) & set(a):
         if {float, decimal.Decimal} <= e[i] | a[i] and e[i] != a[i]:
-            exps = [v.as_tuple().exponent for r in expected + actual for v in r[i:i + 1] if isinstance(v, decimal.Decimal)]
-            scales[i] = max((-x for x in exps if isinstance(x, int)), default=0)
+            exps = [r[i].as_tuple().exponent for r in expected + actual if isinstance(r[i], decimal.Decimal)]
+            scales[i] = max((-x for x in exps if isinstance(x, int)), default=0)  # NaN's exponent is no int
     return scales
 
 

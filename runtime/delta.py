@@ -233,6 +233,8 @@ def committed(path, mark: str, since: int | None) -> bool:
     out named its folder there: moved since, it still knows its commits). Read on the driver from the commits' log
     files, newest first (a night's rerun finds its own commit among the last few)."""
     wanted = _mark_key(mark)
+    if wanted is None:  # not a night's mark: no commit is its commit (an unmarked one would compare equal)
+        return False
     log = Path(path) / "_delta_log"
     versions = sorted((int(p.stem) for p in log.glob("*.json") if p.stem.isdigit()), reverse=True)
     for v in versions:
