@@ -127,7 +127,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--since-column", metavar="C", help="with --append: rows whose C is beyond the last captured watermark become inserts")
     c.add_argument("--ds", metavar="YYYY-MM-DD", help="the date {ds} stands for in source paths (default: the batch id, when it is YYYYMMDD)")
     c = cmd("run", _run, "The whole nightly cycle of one batch (propagate, refresh, apply-base), or with --pending of "
-            "every landed batch not yet applied, in batch-id order, stopping at the first failure.")
+            "every landed batch not yet applied, in batch-id order, stopping at the first failure. Each step's progress goes to "
+            "standard error; standard output gets one line per night: its change rows and the summary tables refreshed.")
     which = c.add_mutually_exclusive_group(required=True)
     which.add_argument("--batch", metavar="ID", help="the change batch id (lake/changes/<table>/batch_id=<ID>)")
     which.add_argument("--pending", action="store_true", help="every landed batch not yet applied, in batch-id order")
@@ -479,10 +480,10 @@ def _run(args) -> int:
     from nightshift.nights import pending_batches
 
     cycle = _cycle(args)
-    if not args.pending:
+    if not args.pending:  # each step's line went to stderr as it ended (Cycle.run); stdout gets the night's line
+        t0 = time.perf_counter()
         results = cycle.run(args.batch)
-        for r in results:
-            print(f"{r.step:<11} {args.batch}: " + (f"skipped ({r.skipped})" if r.skipped else f"{r.seconds:7.2f}s"))
+        print(f"night {args.batch}: {_night_summary(results)} in {time.perf_counter() - t0:.1f}s", flush=True)
         return 0
     state = cycle.lake.state()
     pending = pending_batches(cycle.lake.batch_ids(), state.applied)  # one before the base: refused by name

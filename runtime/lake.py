@@ -370,8 +370,11 @@ class Lake:
         base tables would vanish from the nights."""
         data = _read_json(self.state_path)
         if data is None and (self.root / "base" / "_state.json").is_file():
+            # the project's folder is the lake's parent when it holds nightshift.toml (the usual [lake] path = "lake")
+            project = str(self.root.parent) if (self.root.parent / "nightshift.toml").is_file() else None
             raise SchemaError(f"{self.root} is a lake of the earlier format (versioned Parquet folders under "
-                              f"{self.root / 'base'}); convert it to Delta tables once: nightshift migrate-lake --project DIR")
+                              f"{self.root / 'base'}); convert it to Delta tables once: nightshift migrate-lake --project "
+                              + (project or "<the folder of the project's nightshift.toml>"))
         return _state_of(data) if data is not None else LakeState()
 
     def state_after(self, batch: str) -> LakeState | None:

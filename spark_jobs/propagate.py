@@ -114,7 +114,7 @@ def _propagate(spark: SparkSession, plan: Plan, lake: Lake, batch: str, state: L
     # computed a second time)
     _copies(spark, plan, lake, night, state, len(night.levels), lambda v: _stored_delta(spark, plan, lake, night, v))
     progress(f"propagate {batch}: {len(frames)} summary-deltas computed and written in {time.perf_counter() - t1:.1f}s")
-    deltas = _results(frames, out, lambda d: progress(f"propagate {batch}: sd_{d.view}: {d.rows} rows"))
+    deltas = _results(frames, out, lambda d: progress(f"propagate {batch}: summary-delta of {d.view}: {d.rows} rows"))
     manifest = Manifest(MANIFEST_VERSION, night, deltas, round(time.perf_counter() - t0, 3), meter.rows_read(lake, night))
     lake.write_manifest(manifest)
     return manifest
@@ -238,7 +238,7 @@ def _propagate_level(spark: SparkSession, plan: Plan, lake: Lake, night: NightPl
         _write_together(frames, out, replace_all=False, here=_small_night(plan, lake, state, night.info))
     for frame in shared:
         frame.unpersist()
-    deltas = _results(frames, out, lambda d: progress(f"propagate {batch} level {level}: sd_{d.view}: {d.rows} rows"))
+    deltas = _results(frames, out, lambda d: progress(f"propagate {batch} level {level}: summary-delta of {d.view}: {d.rows} rows"))
     if level == len(night.levels) - 1:  # the copies of last-level views follow their summary-deltas just written
         _copies(spark, plan, lake, night, state, level + 1, lambda v: _stored_delta(spark, plan, lake, night, v))
     progress(f"propagate {batch} level {level}/{len(night.levels) - 1}: {len(mine)} lattice point(s), {len(frames)} "

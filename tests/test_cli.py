@@ -276,11 +276,20 @@ def test_run_pending_runs_every_landed_batch_quietly(tmp_path):
     status = cli("status", "--project", str(target))
     assert "riders_by_city: auxiliary mode" in status.stdout, status.stdout
     assert not PAPER_WORDS.search(status.stdout), PAPER_WORDS.search(status.stdout)
-    (tmp_path / "orphan.csv").write_text("trip_id,zone_id,d,fare,rider_id\n3,99,2026-01-03,1,9\n")
+    (tmp_path / "more.csv").write_text("trip_id,zone_id,d,fare,rider_id\n3,1,2026-01-03,4,9\n")
     assert cli("load", "--project", str(target), "--batch", "20260103", "--table", "trips",
+               str(tmp_path / "more.csv")).returncode == 0
+    r = cli("run", "--project", str(target), "--batch", "20260103")  # one night: its steps on stderr, one line on stdout
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("night 20260103: trips +1/-0; ") and len(r.stdout.splitlines()) == 1, r.stdout
+    assert all(f"{step} 20260103: done in" in r.stderr for step in ("propagate", "refresh", "apply-base")), r.stderr
+    # the views' auxiliary views by the views they serve, never by their lake names
+    assert "summary-delta of riders_by_city's auxiliary view" in r.stderr and "__ns_" not in r.stderr, r.stderr
+    (tmp_path / "orphan.csv").write_text("trip_id,zone_id,d,fare,rider_id\n4,99,2026-01-04,1,9\n")
+    assert cli("load", "--project", str(target), "--batch", "20260104", "--table", "trips",
                str(tmp_path / "orphan.csv")).returncode == 0
     r = cli("run", "--project", str(target), "--pending")
-    assert r.returncode == 1 and "stopped at batch 20260103, step propagate" in r.stderr and "zone_id=99" in r.stderr
+    assert r.returncode == 1 and "stopped at batch 20260104, step propagate" in r.stderr and "zone_id=99" in r.stderr
 
 
 def test_a_dag_tasks_spark_submit_has_the_settings_nightshift_run_has():
