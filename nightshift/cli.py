@@ -483,7 +483,7 @@ def _run(args) -> int:
     if not args.pending:  # each step's line went to stderr as it ended (Cycle.run); stdout gets the night's line
         t0 = time.perf_counter()
         results = cycle.run(args.batch)
-        print(f"night {args.batch}: {_night_summary(results)} in {time.perf_counter() - t0:.1f}s", flush=True)
+        print(_night_line(args.batch, results, time.perf_counter() - t0), flush=True)
         return 0
     state = cycle.lake.state()
     pending = pending_batches(cycle.lake.batch_ids(), state.applied)  # one before the base: refused by name
@@ -505,8 +505,13 @@ def _run(args) -> int:
             done = [x for x in pending if x < b]
             raise type(e)(f"run --pending stopped at batch {b}, step {failed}"
                           + (f" (batches {', '.join(done)} are done)" if done else "") + f": {e}") from None
-        print(f"night {b}: {_night_summary(results)} in {time.perf_counter() - t0:.1f}s", flush=True)
+        print(_night_line(b, results, time.perf_counter() - t0), flush=True)
     return 0
+
+
+def _night_line(batch: str, results, seconds: float) -> str:
+    """run's line for a night on standard output."""
+    return f"night {batch}: {_night_summary(results)} in {seconds:.1f}s"
 
 
 def _night_summary(results) -> str:
