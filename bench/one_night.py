@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import shutil
+import statistics
 import subprocess
 from pathlib import Path
 

@@ -496,10 +496,7 @@ def _run(args) -> int:
         t0 = time.perf_counter()
         results: list = []
         try:
-            for step in (cycle.propagate, cycle.refresh, cycle.apply_base):
-                r = step(b)
-                results.append(r)
-                cycle.progress(f"{r.step} {b}: " + (f"skipped: {r.skipped}" if r.skipped else f"done in {r.seconds:.2f}s"))
+            cycle.run(b, results)
         except NightshiftError as e:
             failed = ("propagate", "refresh", "apply-base")[len(results)]
             done = [x for x in pending if x < b]

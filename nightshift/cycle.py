@@ -326,8 +326,10 @@ class Cycle:
             return StepResult("publish", batch, skipped=f"batch {batch} was published at {at}")
         return StepResult("publish", batch, seconds=time.perf_counter() - t0, details={"published_at": at})
 
-    def run(self, batch: str) -> list[StepResult]:
-        results = []
+    def run(self, batch: str, results: list[StepResult] | None = None) -> list[StepResult]:
+        """propagate, refresh and apply-base of `batch`, each step's line to progress as it ends. results: the list
+        each step's result is appended to as it ends (a caller reporting where a failed run stopped passes its own)."""
+        results = [] if results is None else results
         known = None  # the batch's status after the step before, when that step ran: not read again
         for step in (self.propagate, self.refresh, self.apply_base):
             r = step(batch) if known is None else step(batch, status=known)

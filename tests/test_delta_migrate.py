@@ -54,7 +54,9 @@ def test_an_old_lake_converts_once_and_its_nights_continue(spark, tmp_path, caps
     # before the conversion, a night or status refuses the lake, naming the command (never reads it as empty)
     from nightshift.cli import main
     assert main(["status", "--project", str(root)]) != 0
-    assert f"nightshift migrate-lake --project {root}" in capsys.readouterr().err  # the command as the user runs it
+    refused = capsys.readouterr().err
+    assert "lake of the earlier format" in refused
+    assert f"nightshift migrate-lake --project {root}" in refused  # the command as the user runs it
     with pytest.raises(SchemaError, match="nightshift migrate-lake"):
         Lake(root / "lake").state()
     done = migrate_lake(project, spark)
