@@ -15,7 +15,7 @@ import duckdb
 
 from lattice import compile_project
 from lattice.ir import FunctionalDependency, Plan, UserAggregate
-from lattice.passes.choose_maps import over_map
+from lattice.passes.choose_maps import MAP_REASON, over_map
 from lattice.sql import ident, to_dialect
 from nightshift import applied
 from runtime.errors import ConfigError, UnsupportedView
@@ -170,8 +170,9 @@ class Project:
             alt = other.view(view.name)
             if (alt.mode, alt.reads) == (view.mode, view.reads):
                 continue
-            if over_map(alt):
-                how = f"it over the map {alt.reads[0]} ({alt.reason})"
+            if over_map(alt):  # the map by what it holds (its name is the lake's own), then the reason after it
+                grain = next(", ".join(k.name for k in a.keys) for a in other.auxiliary if a.name == alt.reads[0])
+                how = f"it over a map ({view.fact} grouped by {grain}){alt.reason[len(MAP_REASON + alt.reads[0]):]}"
             elif {view.mode, alt.mode} == {"delta", "auxiliary"} and alt.has_min_max and not over_map(view):
                 how = f"its MIN/MAX in {alt.mode} mode ({alt.reason})"
             else:

@@ -108,6 +108,7 @@ def plain(text: str, plan: Plan | None = None) -> str:
     if plan is not None:
         for a in plan.auxiliary:
             shown = display_name(plan, a.name)
+            text = re.sub(rf"\bthe map {re.escape(a.name)}\b", shown.replace("auxiliary view", "map"), text)
             text = re.sub(rf"\b(?:the |an )?auxiliary view {re.escape(a.name)}\b", shown, text)
             text = re.sub(rf"\bsd_{re.escape(a.name)}\b", f"the summary-delta of {shown}", text)
             text = re.sub(rf"\b{re.escape(a.name)}\b", shown, text)
@@ -153,12 +154,14 @@ def plan_short(plan: Plan, night: NightPlan | None = None, preview: bool = False
         step = night.view(v.name) if night is not None and any(x.view == v.name for x in night.views) else None
         mode = view_mode(plan, v.name, step.mode if step else None)
         why = step.reason if step is not None and step.mode == "recompute" else v.reason
-        if v.maintain != "auto" and not (step is not None and step.mode == "recompute"):
-            why = f'[views] {v.name} = "{v.maintain}"' + (f"; {why}" if why else "")
+        setting = f'[views] {v.name} = "{v.maintain}"'
+        if v.maintain != "auto" and setting not in why and not (step is not None and step.mode == "recompute"):
+            why = setting + (f"; {why}" if why else "")
         if not why:
             why = _default_why(v)
         why = plain(why, plan)
-        reads = [n for r in v.reads if (n := display_name(plan, r)) and n != r and n not in why]
+        reads = [n for r in v.reads if (n := display_name(plan, r)) and n != r
+                 and n not in why and n.replace("auxiliary view", "map") not in why]
         extra = f"; reads {', '.join(reads)} (lake only)" if reads else ""
         lines.append(f"  {v.name}: {mode} mode ({why}){extra}")
     return "\n".join(lines)

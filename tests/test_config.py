@@ -93,9 +93,13 @@ def test_plan_names_the_views_the_lakes_sizes_would_keep_over_maps(tmp_path):
     big = project.routes_with_sizes({"pos": 100_000_000, "stores": 100, "items": 1000})
     lines = {line.split(":")[0]: line for line in big}
     assert sorted(lines) == ["SiC_sales", "sCD_sales", "sR_sales"], big  # SID_sales joins no dimension
-    assert lines["sR_sales"].startswith("sR_sales: with the lake's sizes the plan would keep it over the map "
-                                        "pos_ad5035ce__ns_aux (kept over the map pos_ad5035ce__ns_aux, by the plan's "
-                                        "choice: ~100 rows against 100,000,000 of pos"), lines["sR_sales"]
+    # the map by what it holds: its name is the lake's own, never shown
+    assert lines["sR_sales"].startswith("sR_sales: with the lake's sizes the plan would keep it over a map (pos grouped "
+                                        "by storeID), by the plan's choice: ~100 rows against 100,000,000 of pos"), \
+        lines["sR_sales"]
+    assert lines["SiC_sales"].startswith("SiC_sales: with the lake's sizes the plan would keep it over a map (pos "
+                                         "grouped by itemID, storeID), by the plan's choice"), lines["SiC_sales"]
+    assert not any("__ns_" in line for line in big), big
     assert lines["sR_sales"].endswith("declare them in nightshift.toml [statistics] (pos = 100000000, stores = 100, "
                                       "items = 1000) and run nightshift apply")
     toml = (root / "nightshift.toml").read_text()
@@ -104,3 +108,15 @@ def test_plan_names_the_views_the_lakes_sizes_would_keep_over_maps(tmp_path):
     assert sorted(small) == ["SiC_sales", "sCD_sales", "sR_sales"], small
     assert "would keep it in delta mode over pos; to take that route" in small["sR_sales"]
     assert "would keep it in delta mode (MIN of a group that lost its extreme read from the base" in small["SiC_sales"]
+
+
+def test_plan_names_a_views_map_by_the_view_and_its_setting_once(tmp_path):
+    """`nightshift plan`'s line for a view kept over a map ([views] "map"): the map named by its view, never by the
+    lake's name for it, and the setting that chose it said once."""
+    from nightshift import render
+
+    root = make_project(tmp_path / "p", {"sR_sales": FIGURE_1["sR_sales"]}, maintain="map")
+    line = render.plan_short(load_project(root).plan).splitlines()[1]
+    assert line.startswith("  sR_sales: auxiliary mode (kept over sR_sales's map (nightshift.toml [views] sR_sales = "
+                           "\"map\"): the fact's changes reach it through the map"), line
+    assert line.count('[views] sR_sales = "map"') == 1 and "__ns_" not in line and "auxiliary view" not in line, line
