@@ -37,9 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args) or 0
     except NightshiftError as e:
-        from nightshift.render import plain
-
-        print(ERROR_PREFIX + plain(str(e)), file=sys.stderr)
+        print(ERROR_PREFIX + _error_text(e, args), file=sys.stderr)
         return 1
     except InjectedCrash as e:
         print(f"nightshift: crashed: {e}", file=sys.stderr)
@@ -50,6 +48,24 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # what reads the output stopped reading (`nightshift status | head`): end quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's flush of stdout goes nowhere
         return 1
+
+
+def _error_text(error: NightshiftError, args) -> str:
+    """An error in the product's words (render.plain): a lake object of the project's own (an auxiliary view, a map)
+    named by the views it serves, from the project's plan as its nights run it, when the error names one and the
+    project loads; else the message as it is."""
+    from lattice.passes.parse_views import AUXILIARY_SUFFIX
+    from nightshift.render import plain
+
+    text, plan = str(error), None
+    if AUXILIARY_SUFFIX in text and getattr(args, "project", None):
+        try:
+            from nightshift.config import load_project
+
+            plan = load_project(args.project, "applied").plan
+        except Exception:  # the error is what the user needs to see, whatever the project's state
+            plan = None
+    return plain(text, plan)
 
 
 def _parser() -> argparse.ArgumentParser:

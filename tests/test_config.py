@@ -120,3 +120,21 @@ def test_plan_names_a_views_map_by_the_view_and_its_setting_once(tmp_path):
     assert line.startswith("  sR_sales: auxiliary mode (kept over sR_sales's map (nightshift.toml [views] sR_sales = "
                            "\"map\"): the fact's changes reach it through the map"), line
     assert line.count('[views] sR_sales = "map"') == 1 and "__ns_" not in line and "auxiliary view" not in line, line
+
+
+def test_an_error_names_a_lake_object_by_the_views_it_serves(tmp_path):
+    """An error naming an auxiliary view (a map) by the lake's name for it reaches the user with the view it serves,
+    from the project's plan; a project that does not load leaves the message as it is."""
+    from nightshift.cli import _error_text
+
+    root = make_project(tmp_path / "p", {"sR_sales": FIGURE_1["sR_sales"]}, maintain="map")
+    aux = load_project(root).plan.auxiliary[0].name
+    error = ConfigError(f"apply-base 20260102: the updates of view {aux} (its lake copy) are missing")
+
+    class Args:
+        project = str(root)
+
+    assert _error_text(error, Args) == ("apply-base 20260102: the updates of view sR_sales's auxiliary view (its lake "
+                                        "copy) are missing"), _error_text(error, Args)
+    Args.project = str(tmp_path / "nowhere")
+    assert _error_text(error, Args) == str(error)
