@@ -109,7 +109,7 @@ def plain(text: str, plan: Plan | None = None) -> str:
         for a in plan.auxiliary:
             shown = display_name(plan, a.name)
             text = re.sub(rf"\bthe map {re.escape(a.name)}\b", shown.replace("auxiliary view", "map"), text)
-            text = re.sub(rf"\b(?:the |an )?auxiliary view {re.escape(a.name)}\b", shown, text)
+            text = re.sub(rf"\b(?:(?:the |an )?auxiliary view|(?<!summary )view) {re.escape(a.name)}\b", shown, text)
             text = re.sub(rf"\bsd_{re.escape(a.name)}\b", f"the summary-delta of {shown}", text)
             text = re.sub(rf"\b{re.escape(a.name)}\b", shown, text)
     return re.sub(r"\s*\(\s*\)", "", text).replace(" ;", ";").replace(" ,", ",").strip()

@@ -134,7 +134,7 @@ def test_an_error_names_a_lake_object_by_the_views_it_serves(tmp_path):
     class Args:
         project = str(root)
 
-    assert _error_text(error, Args) == ("apply-base 20260102: the updates of view sR_sales's auxiliary view (its lake "
-                                        "copy) are missing"), _error_text(error, Args)
+    assert _error_text(error, Args) == ("apply-base 20260102: the updates of sR_sales's auxiliary view (its lake copy) "
+                                        "are missing"), _error_text(error, Args)
     Args.project = str(tmp_path / "nowhere")
     assert _error_text(error, Args) == str(error)
