@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -170,6 +171,13 @@ def test_a_table_with_deletion_vectors_reads_alike_by_its_files_and_by_delta(tmp
     assert delta.snapshot(cycle.lake.table_path("pos"), cycle.lake.state().version("pos")).keep  # vectors, not rewrites
     operations = {h["operation"] for h in _history(spark, cycle, "pos")}
     assert ("MERGE" in operations) == reader.endswith("merge"), operations
+    # as docs/operations.md reads the lake from Python without Spark: deltalake's QueryBuilder at the recorded version
+    from deltalake import DeltaTable, QueryBuilder
+
+    columns = ", ".join(f'"{c}"' for c in cycle.plan.schema.table("pos").column_names)
+    pos = DeltaTable(str(cycle.lake.table_path("pos")), version=cycle.lake.state().version("pos"))
+    rows = pa.table(QueryBuilder().register("pos", pos).execute(f"SELECT {columns} FROM pos").read_all())
+    assert bag(tuple(r.values()) for r in rows.to_pylist()) == bag(model.tables["pos"])
     cycle.close()
 
 
