@@ -274,7 +274,10 @@ def capture_delta(lake: Lake, state, table: Table, path: str, batch: str, folder
     con = duckdb.connect()
     try:
         if since is None:
-            con.register("__ns_source", _declared(delta.read_table(path, end), table, path, where))
+            snap = delta.snapshot(path, end)  # the declared columns only are read (a large source's others never)
+            names = {n.lower(): n for n in snap.schema.names}
+            wanted = [names[c.name.lower()] for c in table.columns if c.name.lower() in names]
+            con.register("__ns_source", _declared(delta.dataset_of(snap, wanted).to_table(columns=wanted), table, path, where))
             register_base(con, lake, table, state)
             signed = (f"SELECT *, 1 AS _ns_sign FROM __ns_source UNION ALL "
                       f"SELECT {', '.join(ident(c) for c in table.column_names)}, -1 FROM {ident(table.name)}")

@@ -492,26 +492,28 @@ def arrow_dataset(path, version: int | None = None) -> pads.Dataset:
     return dataset_of(snapshot(path, version))
 
 
-def dataset_of(snap: DeltaSnapshot) -> pads.Dataset:
-    """arrow_dataset of a snapshot already read."""
+def dataset_of(snap: DeltaSnapshot, columns: list[str] | None = None) -> pads.Dataset:
+    """arrow_dataset of a snapshot already read; `columns`: only these (a file with a deletion vector is read into
+    memory, and only these columns of it)."""
     if snap.mapped:
         return pads.dataset(_scan_all(snap), schema=snap.schema)
+    schema = snap.schema if columns is None else pa.schema([snap.schema.field(c) for c in columns])
     fmt = pads.ParquetFileFormat()
     fragments, deleted_from = [], []
     for f, values in snap.files:
         if f in snap.keep:
-            deleted_from.append(_kept_rows(snap, f, values))
+            deleted_from.append(_kept_rows(snap, f, values, schema))
         else:
             fragments.append(fmt.make_fragment(str(f), filesystem=_FS, partition_expression=_partition_expr(snap, values)))
-    lazy = pads.FileSystemDataset(fragments, snap.schema, fmt, _FS)
+    lazy = pads.FileSystemDataset(fragments, schema, fmt, _FS)
     if not deleted_from:
         return lazy
-    return pads.UnionDataset(snap.schema, [lazy, pads.InMemoryDataset(pa.concat_tables(deleted_from), schema=snap.schema)])
+    return pads.UnionDataset(schema, [lazy, pads.InMemoryDataset(pa.concat_tables(deleted_from), schema=schema)])
 
 
 def read_table(path, version: int | None = None, columns: list[str] | None = None) -> pa.Table:
-    """The rows of the Delta table at `version` as one Arrow table (columns: a projection)."""
-    return arrow_dataset(path, version).to_table(columns=columns)
+    """The rows of the Delta table at `version` as one Arrow table (columns: a projection, the only columns read)."""
+    return dataset_of(snapshot(path, version), columns).to_table(columns=columns)
 
 
 # matching_rows reads each file this many rows at a time (memory is reused batch to batch, not taken anew per file)
@@ -796,24 +798,26 @@ def _typed(text: str, type_: pa.DataType):
     return pa.array([text], pa.string()).cast(type_)[0].as_py()
 
 
-def _kept_rows(snap: DeltaSnapshot, f: Path, values: dict) -> pa.Table:
-    """The rows of data file `f` its deletion vector keeps, with its partition values as columns."""
-    physical = [n for n in snap.schema.names if n not in snap.partition_columns]
+def _kept_rows(snap: DeltaSnapshot, f: Path, values: dict, schema: pa.Schema) -> pa.Table:
+    """The rows of data file `f` its deletion vector keeps, the columns of `schema` (the snapshot's, or a projection
+    of it), its partition values as columns."""
+    physical = [n for n in schema.names if n not in snap.partition_columns]
     data = pq.read_table(f, columns=[n for n in physical if n in set(pq.read_schema(f).names)])
     mask = snap.keep[f]
     if len(mask) < data.num_rows:  # rows past the vector's end are kept
         mask = pa.concat_arrays([mask, pa.array([True] * (data.num_rows - len(mask)), pa.bool_())])
     data = data.filter(mask[: data.num_rows])
     columns = {}
-    for field in snap.schema:
+    for field in schema:
         if field.name in snap.partition_columns:
             text = values.get(field.name)
-            columns[field.name] = pa.array([None if text is None else _typed(text, field.type)] * data.num_rows, field.type)
+            columns[field.name] = pa.repeat(pa.scalar(None if text is None else _typed(text, field.type), field.type),
+                                            data.num_rows)
         elif field.name in data.column_names:
             columns[field.name] = data.column(field.name)
         else:  # a column added after the file was written
             columns[field.name] = pa.nulls(data.num_rows, field.type)
-    return plain(pa.table(columns), snap.schema)
+    return plain(pa.table(columns), schema)
 
 
 def _scan_all(snap: DeltaSnapshot) -> pa.Table:

@@ -73,6 +73,10 @@ def test_deleted_rows_are_not_read_at_any_version(spark, tmp_path, partitioned):
         assert _arrow_rows(path, v) == expected, f"version {v}"
         assert _duckdb_rows(path, v) == expected, f"version {v}"
         assert _duckdb_sql_rows(lake, v, tmp_path / f"v{v}.duckdb") == expected, f"version {v}"
+        # a projection (the partition column among it) reads only its columns, the same rows
+        some = delta.read_table(path, v, columns=["month", "amount"])
+        assert some.column_names == ["month", "amount"]
+        assert Counter(tuple(r.values()) for r in some.to_pylist()) == Counter((r[5], r[2]) for r in expected.elements())
     rows = _arrow_rows(path, last)
     assert not [r for r in rows if r[0] % 4 == 1 or r[0] == 40]
     with pytest.raises(SchemaError, match=f"{path} at version 99"):
