@@ -275,9 +275,8 @@ def capture_delta(lake: Lake, state, table: Table, path: str, batch: str, folder
     try:
         if since is None:
             snap = delta.snapshot(path, end)  # the declared columns only are read (a large source's others never)
-            names = {n.lower(): n for n in snap.schema.names}
-            wanted = [names[c.name.lower()] for c in table.columns if c.name.lower() in names]
-            con.register("__ns_source", _declared(delta.dataset_of(snap, wanted).to_table(columns=wanted), table, path, where))
+            wanted = _source_names(snap.schema.names, table, path, where)
+            con.register("__ns_source", _declared(delta.read_snapshot(snap, wanted), table, path, where))
             register_base(con, lake, table, state)
             signed = (f"SELECT *, 1 AS _ns_sign FROM __ns_source UNION ALL "
                       f"SELECT {', '.join(ident(c) for c in table.column_names)}, -1 FROM {ident(table.name)}")
@@ -324,15 +323,21 @@ def _feed(path: str, since: int, end: int, table: Table, where: str):
     return rows.append_column("_ns_sign", pa.array([_SIGNS[k] for k in kinds], pa.int64()))
 
 
-def _declared(rows: pa.Table, table: Table, path: str, where: str) -> pa.Table:
-    """The declared columns of `table` from a Delta table's rows (names matched without regard to case; its
-    other columns left out: bag semantics over the declared columns stays exact), in the batch's types."""
-    by_lower = {n.lower(): n for n in rows.column_names}
+def _source_names(names: list[str], table: Table, path: str, where: str) -> list[str]:
+    """The Delta table's names (`names`) of `table`'s declared columns, in their declared order, matched without
+    regard to case; refused when it lacks one."""
+    by_lower = {n.lower(): n for n in names}
     missing = [c.name for c in table.columns if c.name.lower() not in by_lower]
     if missing:
         raise BadChangeBatch(f"{where}: the Delta table {path} has no column(s) {', '.join(missing)} "
                              f"(table {table.name} has {', '.join(table.column_names)}); nothing was written")
-    out = delta.plain(rows.select([by_lower[c.name.lower()] for c in table.columns]))
+    return [by_lower[c.name.lower()] for c in table.columns]
+
+
+def _declared(rows: pa.Table, table: Table, path: str, where: str) -> pa.Table:
+    """The declared columns of `table` from a Delta table's rows (names matched without regard to case; its
+    other columns left out: bag semantics over the declared columns stays exact), in the batch's types."""
+    out = delta.plain(rows.select(_source_names(rows.column_names, table, path, where)))
     out = out.rename_columns(list(table.column_names))
     for c in table.columns:
         try:

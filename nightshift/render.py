@@ -108,7 +108,7 @@ def plain(text: str, plan: Plan | None = None) -> str:
     if plan is not None:
         for a in plan.auxiliary:
             shown = display_name(plan, a.name)
-            text = re.sub(rf"\bthe map {re.escape(a.name)}\b", shown.replace("auxiliary view", "map"), text)
+            text = re.sub(rf"\bthe map {re.escape(a.name)}\b", display_name(plan, a.name, "map"), text)
             text = re.sub(rf"\b(?:(?:the |an )?auxiliary view|(?<!summary )view) {re.escape(a.name)}\b", shown, text)
             text = re.sub(rf"\bsd_{re.escape(a.name)}\b", f"the summary-delta of {shown}", text)
             text = re.sub(rf"\b{re.escape(a.name)}\b", shown, text)
@@ -121,14 +121,15 @@ def served_by(plan: Plan, name: str) -> list[str]:
     return [v.name for v in plan.views if low in {r.lower() for r in v.reads}]
 
 
-def display_name(plan: Plan, name: str) -> str | None:
+def display_name(plan: Plan, name: str, noun: str = "auxiliary view") -> str | None:
     """How a user reads a point of the plan: a summary view by its name, an auxiliary view as "<view>'s
-    auxiliary view"; None for the lattice's intermediate points (not shown outside --explain)."""
+    auxiliary view" (noun "map": "<view>'s map", where the plan keeps the view over it); None for the lattice's
+    intermediate points (not shown outside --explain)."""
     if any(v.name == name for v in plan.views):
         return name
     if any(a.name == name for a in plan.auxiliary):
         users = served_by(plan, name)
-        return (" and ".join(f"{u}'s" for u in users) or "an") + " auxiliary view"
+        return (" and ".join(f"{u}'s" for u in users) or "an") + f" {noun}"
     return None
 
 
@@ -161,7 +162,7 @@ def plan_short(plan: Plan, night: NightPlan | None = None, preview: bool = False
             why = _default_why(v)
         why = plain(why, plan)
         reads = [n for r in v.reads if (n := display_name(plan, r)) and n != r
-                 and n not in why and n.replace("auxiliary view", "map") not in why]
+                 and n not in why and display_name(plan, r, "map") not in why]
         extra = f"; reads {', '.join(reads)} (lake only)" if reads else ""
         lines.append(f"  {v.name}: {mode} mode ({why}){extra}")
     return "\n".join(lines)

@@ -513,7 +513,12 @@ def dataset_of(snap: DeltaSnapshot, columns: list[str] | None = None) -> pads.Da
 
 def read_table(path, version: int | None = None, columns: list[str] | None = None) -> pa.Table:
     """The rows of the Delta table at `version` as one Arrow table (columns: a projection, the only columns read)."""
-    return dataset_of(snapshot(path, version), columns).to_table(columns=columns)
+    return read_snapshot(snapshot(path, version), columns)
+
+
+def read_snapshot(snap: DeltaSnapshot, columns: list[str] | None = None) -> pa.Table:
+    """read_table of a snapshot already read."""
+    return dataset_of(snap, columns).to_table(columns=columns)
 
 
 # matching_rows reads each file this many rows at a time (memory is reused batch to batch, not taken anew per file)

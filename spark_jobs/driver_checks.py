@@ -152,7 +152,7 @@ class BatchRows:
         names = held_as_declared(snap, table)
         if names is None:
             return None  # the table's layout evolves tonight: Spark reads it as sql/schema.sql says
-        return delta.dataset_of(snap, names).to_table(columns=names).rename_columns(list(table.column_names))
+        return delta.read_snapshot(snap, names).rename_columns(list(table.column_names))
 
     def record(self, table: Table, folder: Path, keep: tuple[str, ...] = ()) -> pa.Table | None:
         """The base rows a delete check kept for `table` (spark_jobs.changes._matched's record at `folder`), with
