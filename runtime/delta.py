@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import struct
 import time
 import uuid
 import zlib
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,7 +54,7 @@ class DeltaSnapshot:
     schema: pa.Schema  # every column, partition columns included, in the lake's Arrow types
     partition_columns: tuple[str, ...]
     files: tuple[tuple[Path, dict], ...]  # (data file, its partition values as text) of every live file
-    keep: dict  # data file -> its deletion vector's keep mask (pa.BooleanArray); files without one are absent
+    keep: Mapping  # data file -> its deletion vector's keep mask (pa.BooleanArray); files without one are absent
     mapped: bool  # column mapping on: files hold physical column names, read through deltalake's own scan
     schema_json: str = ""  # the log's schema as it holds it (Spark's JSON schema form)
 
@@ -123,8 +125,9 @@ def _snapshot(path, version: int | None = None) -> DeltaSnapshot:
     for row in actions.select(["path"] + [c for c in actions.column_names if c in part_names]).to_pylist():
         values = {part_names[k]: v for k, v in row.items() if k in part_names}
         files.append((_local(Path(path), row["path"]), {k: (None if v is None else str(v)) for k, v in values.items()}))
-    return DeltaSnapshot(Path(path), dt.version(), schema, parts, tuple(files), _keep_masks(dt, Path(path)), mapped,
-                         schema_json)
+    marked = _marked_files(Path(path), dt.version(), {f for f, _ in files})
+    keep = _keep_masks(dt, Path(path)) if marked is None else KeepMasks(Path(path), dt.version(), marked)
+    return DeltaSnapshot(Path(path), dt.version(), schema, parts, tuple(files), keep, mapped, schema_json)
 
 
 def _keep_masks(dt, path: Path) -> dict:
@@ -133,6 +136,88 @@ def _keep_masks(dt, path: Path) -> dict:
     dvs = pa.RecordBatchReader.from_stream(dt.deletion_vectors()).read_all()
     masks = dvs.column("selection_vector").combine_chunks() if dvs.num_rows else []
     return {_local(path, uri): masks[i].values for i, uri in enumerate(dvs.column("filepath").to_pylist())}
+
+
+class KeepMasks(Mapping):
+    """DeltaSnapshot.keep when the log said which live files have a deletion vector: which files are marked is
+    known at once (whether a file is in it, the marked files, their number), and the masks themselves are read
+    (_keep_masks, every vector of the version expanded to a mask a row) the first time one is asked for. Most
+    reads of a table ask only which files are marked, and the masks of a large table cost a quarter of a second
+    or more (pos at 100M rows, a vector in each month's file)."""
+
+    def __init__(self, path: Path, version: int, marked: frozenset):
+        self._path, self._version, self._marked, self._masks = path, version, marked, None
+
+    def __contains__(self, f) -> bool:
+        return f in self._marked
+
+    def __iter__(self):
+        return iter(self._marked)
+
+    def __len__(self) -> int:
+        return len(self._marked)
+
+    def __getitem__(self, f):
+        if f not in self._marked:
+            raise KeyError(f)
+        if self._masks is None:
+            masks = _keep_masks(open_table(self._path, self._version), self._path)
+            if set(masks) != self._marked:
+                raise SchemaError(f"{self._path}: the deletion vectors of version {self._version} are not those of "
+                                  f"the files its log marks ({len(masks)} against {len(self._marked)})")
+            self._masks = masks
+        return self._masks[f]
+
+
+_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10}))?\.parquet$")
+
+
+def _marked_files(path: Path, version: int, live: set) -> frozenset | None:
+    """The live files of the table at `version` that have a deletion vector, from its log's add actions (the newest
+    classic checkpoint at or before `version`, then each commit after it), without reading a vector. None when the
+    log is of a form not read here (a V2 checkpoint, a commit missing) or what it gives are not the live files
+    delta-rs found: the caller then reads the vectors themselves."""
+    log = path / "_delta_log"
+    try:
+        names = os.listdir(log)
+    except OSError:
+        return None
+    parts: dict[int, list[str]] = {}
+    for name in names:
+        m = _CHECKPOINT.match(name)
+        if m:
+            parts.setdefault(int(m.group(1)), []).append(name)
+        elif ".checkpoint." in name and name[:20].isdigit() and int(name[:20]) <= version:
+            return None  # a V2 checkpoint (its actions may be in sidecar files)
+    start, state = 0, {}
+    for v in sorted((v for v in parts if v <= version), reverse=True):
+        total = _CHECKPOINT.match(parts[v][0]).group(3)
+        if total is None or len(parts[v]) == int(total):
+            for name in sorted(parts[v]):
+                adds = pq.read_table(log / name, columns=["add"]).column("add").combine_chunks()
+                for a in adds.to_pylist():
+                    if a is not None:
+                        state[a["path"]] = a.get("deletionVector") is not None
+            start = v + 1
+            break
+    for v in range(start, version + 1):
+        try:
+            with open(log / f"{v:020d}.json", encoding="utf-8") as commit:
+                actions = [json.loads(line) for line in commit if line.strip()]
+        except OSError:
+            return None
+        # a commit's removes name the files as they were (a file given a deletion vector is removed with its old
+        # vector and added with its new one, in either order): they go first
+        for action in actions:
+            if "remove" in action:
+                state.pop(action["remove"]["path"], None)
+        for action in actions:
+            if "add" in action:
+                state[action["add"]["path"]] = action["add"].get("deletionVector") is not None
+    local = {_local(path, p): dv for p, dv in state.items()}
+    if set(local) != live:
+        return None
+    return frozenset(f for f, dv in local.items() if dv)
 
 
 def deleted_rows(snap: DeltaSnapshot, full_path: bool = False) -> pa.Table:

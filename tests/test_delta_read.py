@@ -95,3 +95,37 @@ def test_a_table_the_lake_does_not_hold_yet_reads_empty(tmp_path):
     delta.register_base(con, Lake(tmp_path / "lake"), TABLE, LakeState())
     assert con.sql("SELECT count(*) FROM t").fetchall() == [(0,)]
     assert [r[1] for r in con.sql("DESCRIBE t").fetchall()] == ["INTEGER", "VARCHAR", "DECIMAL(10,2)", "DATE", "TIMESTAMP", "VARCHAR"]
+
+
+@pytest.mark.parametrize("policy", ["classic", "v2"])
+def test_the_files_with_a_deletion_vector_come_from_the_log(spark, tmp_path, policy):
+    """Which live files have a deletion vector is read from the log's add actions (a checkpoint, then the commits
+    after it) without reading a vector; it is the set delta-rs's vectors give at every version, and a log of a
+    form not read there (V2 checkpoints) has the vectors read instead."""
+    path = tmp_path / "t"
+    spark.sql(f"CREATE TABLE delta.`{path}` (id INT, month STRING) USING delta PARTITIONED BY (month) "
+              f"TBLPROPERTIES (delta.enableDeletionVectors = true, delta.checkpointInterval = 3, "
+              f"delta.checkpointPolicy = '{policy}')")
+    spark.sql(f"INSERT INTO delta.`{path}` SELECT CAST(id AS INT), CAST(id % 3 AS STRING) FROM range(0, 90) AS r(id)")
+    for k in range(7):  # deletes, inserts and an OPTIMIZE that purges: files marked, unmarked, replaced
+        if k == 4:
+            spark.sql(f"REORG TABLE delta.`{path}` APPLY (PURGE)")
+        elif k % 2:
+            spark.sql(f"INSERT INTO delta.`{path}` VALUES ({100 + k}, '{k % 3}')")
+        else:
+            spark.sql(f"DELETE FROM delta.`{path}` WHERE id % 9 = {k}")
+    log = path / "_delta_log"
+    assert any(".checkpoint." in p.name for p in log.iterdir()), "the table must have a checkpoint"
+    for v in range(delta.version(path) + 1):
+        expected = delta._keep_masks(delta.open_table(path, v), path)
+        live = {f for f, _ in delta._snapshot(path, v).files}
+        marked = delta._marked_files(path, v, live)
+        if policy == "v2" and any(".checkpoint." in p.name and p.name[:20].isdigit() and int(p.name[:20]) <= v
+                                  for p in log.iterdir()):
+            assert marked is None, f"version {v}"
+        else:
+            assert marked == set(expected), f"version {v}"
+        snap = delta._snapshot(path, v)
+        assert set(snap.keep) == set(expected) and all(snap.keep[f] == m for f, m in expected.items()), f"version {v}"
+        assert Counter(r["id"] for r in delta.read_table(path, v, columns=["id"]).to_pylist()) == \
+            Counter(r[0] for r in spark.read.format("delta").option("versionAsOf", v).load(str(path)).collect())
