@@ -3,7 +3,8 @@
 Python (pyarrow).
 
 Through the `deltalake` package (delta-rs): its log replay gives the live files, their partition values and
-their deletion vectors (each as a keep mask). Two readers, one per engine:
+their deletion vectors (each as a keep mask, read the first time one is asked for; which files have one comes
+from the log's add actions). Two readers, one per engine:
 
     register_base   DuckDB: a view in plain SQL, DuckDB's own Parquet reader over the live files, less the
                     rows the vectors delete (a small table of (file, row number)), partition values joined
