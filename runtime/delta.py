@@ -194,11 +194,12 @@ def _marked_files(path: Path, version: int, live: set) -> frozenset | None:
     for v in sorted((v for v in parts if v <= version), reverse=True):
         total = _CHECKPOINT.match(parts[v][0]).group(3)
         if total is None or len(parts[v]) == int(total):
-            for name in sorted(parts[v]):
+            for name in sorted(parts[v]):  # its live files' paths and whether each has a vector, in Arrow
                 adds = pq.read_table(log / name, columns=["add"]).column("add").combine_chunks()
-                for a in adds.to_pylist():
-                    if a is not None:
-                        state[a["path"]] = a.get("deletionVector") is not None
+                adds = adds.filter(adds.is_valid())
+                has = (pc.is_valid(adds.field("deletionVector")) if adds.type.get_field_index("deletionVector") >= 0
+                       else pa.repeat(False, len(adds)))
+                state.update(zip(adds.field("path").to_pylist(), has.to_pylist()))
             start = v + 1
             break
     for v in range(start, version + 1):
