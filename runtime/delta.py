@@ -122,11 +122,12 @@ def _snapshot(path, version: int | None = None) -> DeltaSnapshot:
     parts = tuple(dt.metadata().partition_columns)
     actions = pa.table(dt.get_add_actions(flatten=True))
     part_names = {f"partition.{p}": p for p in parts}
-    files = []
+    files, live = [], {}  # live: each file as the log names it -> where it is
     for row in actions.select(["path"] + [c for c in actions.column_names if c in part_names]).to_pylist():
         values = {part_names[k]: v for k, v in row.items() if k in part_names}
-        files.append((_local(Path(path), row["path"]), {k: (None if v is None else str(v)) for k, v in values.items()}))
-    marked = _marked_files(Path(path), dt.version(), {f for f, _ in files})
+        live[row["path"]] = _local(Path(path), row["path"])
+        files.append((live[row["path"]], {k: (None if v is None else str(v)) for k, v in values.items()}))
+    marked = _marked_files(Path(path), dt.version(), live)
     keep = _keep_masks(dt, Path(path)) if marked is None else KeepMasks(Path(path), dt.version(), marked)
     return DeltaSnapshot(Path(path), dt.version(), schema, parts, tuple(files), keep, mapped, schema_json)
 
@@ -173,11 +174,12 @@ class KeepMasks(Mapping):
 _CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10}))?\.parquet$")
 
 
-def _marked_files(path: Path, version: int, live: set) -> frozenset | None:
+def _marked_files(path: Path, version: int, live: dict) -> frozenset | None:
     """The live files of the table at `version` that have a deletion vector, from its log's add actions (the newest
-    classic checkpoint at or before `version`, then each commit after it), without reading a vector. None when the
-    log is of a form not read here (a V2 checkpoint, a commit missing) or what it gives are not the live files
-    delta-rs found: the caller then reads the vectors themselves."""
+    classic checkpoint at or before `version`, then each commit after it), without reading a vector. live: the
+    live files delta-rs found, each as the log names it -> where it is. None when the log is of a form not read
+    here (a V2 checkpoint, a commit missing) or what it gives are not those files: the caller then reads the
+    vectors themselves."""
     log = path / "_delta_log"
     try:
         names = os.listdir(log)
@@ -216,8 +218,8 @@ def _marked_files(path: Path, version: int, live: set) -> frozenset | None:
         for action in actions:
             if "add" in action:
                 state[action["add"]["path"]] = action["add"].get("deletionVector") is not None
-    local = {_local(path, p): dv for p, dv in state.items()}
-    if set(local) != live:
+    local = {live.get(p) or _local(path, p): dv for p, dv in state.items()}  # a file is located once
+    if set(local) != set(live.values()):
         return None
     return frozenset(f for f, dv in local.items() if dv)
 
