@@ -16,7 +16,7 @@ literal goes through `lattice.sql`.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import sqlglot
 
@@ -217,7 +217,7 @@ def base_aggregate(view: View, s: StoredAggregate) -> str:
 
 
 def minmax_recompute(view: View, arg: Argument, changed: frozenset[str], within: str = "",
-                     lost: str | None = None) -> str:
+                     lost: str | None = None, old_counts: str | None = None) -> str:
     """Exact MIN and MAX of `arg` after the batch, for the groups in __ns_lost_<view> only.
 
     F'⋈D' = F⋈D' - del⋈D' + ins⋈D' as bags: per (group, value) the net multiplicity is summed
@@ -226,7 +226,9 @@ def minmax_recompute(view: View, arg: Argument, changed: frozenset[str], within:
 
     within: a condition on `arg` (extremes_within): only the rows whose value meets it, in every term, so
     a group's MIN (MAX) is exact wherever the condition holds for every value below (above) it. lost: the
-    relation of the groups to compute, when not __ns_lost_<view>.
+    relation of the groups to compute, when not __ns_lost_<view>. old_counts: the relation of the base rows'
+    term already counted (the keys, `_v` and `_n`: how many rows before the batch hold that value in that group,
+    for the groups to compute and the values meeting `within` only; fact_columns), read instead of the base.
     """
     lost = lost or rel("lost", view.name)
     new_dims = {d: rel("new", d) for d in view.dimensions}
@@ -236,6 +238,10 @@ def minmax_recompute(view: View, arg: Argument, changed: frozenset[str], within:
         terms.append({view.fact: _signed(view.fact), **new_dims})
     on = " AND ".join(f"CAST({k.sql} AS {k.type}) IS NOT DISTINCT FROM {q('l')}.{q(k.name)}" for k in view.keys)
     selects = []
+    if old_counts is not None:
+        terms = terms[1:]
+        key_names = "".join(f"CAST({q(k.name)} AS {k.type}) AS {q(k.name)}, " for k in view.keys)
+        selects.append(f"SELECT {key_names}CAST({q('_v')} AS {arg.type}) AS {q('_v')}, {q('_n')} FROM {old_counts}")
     for term in terms:
         where = f" AND ({view.where})" if view.where else ""
         keys = ", ".join(f"CAST({k.sql} AS {k.type}) AS {q(k.name)}" for k in view.keys)
@@ -280,8 +286,20 @@ def deleted_extremes(view: View, arg: Argument) -> str:
             f"JOIN {rel('lost', view.name)} AS {q('l')} ON {same_keys(view, d, q('l'))}")
 
 
+class Window(NamedTuple):
+    """extremes_within's first pass: its condition on the argument (`cond`, SQL), the test that a group's extremes
+    from it are exact (`exact`, SQL over its _x_min_<i> and _x_max_<i>), the same bounds as values (the pass reads
+    the values below `upto` and those from `since` on; None: no such side) and the months it reads (`months`)."""
+
+    cond: str
+    exact: str
+    upto: dt.date | dt.datetime | None
+    since: dt.date | dt.datetime | None
+    months: tuple[str, ...]
+
+
 def extremes_within(view: View, arg: Argument, lo: str | None, hi: str | None,
-                    months: list[str]) -> tuple[str, str] | None:
+                    months: list[str]) -> Window | None:
     """For a DATE or TIMESTAMP argument whose lost extremes lie in months (deleted_extremes' lo and hi as
     text): the condition of minmax_recompute's first pass, the values up to the end of lo's month (for a
     stored MIN) or from the start of hi's month (for a stored MAX), and the test that a group's extremes
@@ -293,14 +311,14 @@ def extremes_within(view: View, arg: Argument, lo: str | None, hi: str | None,
     if kind is None:
         return None
 
-    def month(text: str | None, after: bool) -> str | None:
+    def month(text: str | None, after: bool):
         try:
             year, mon = int(text[:4]), int(text[5:7])
         except (TypeError, ValueError):
             return None
         if after:
             year, mon = (year + 1, 1) if mon == 12 else (year, mon + 1)
-        return None if year > 9999 else literal(kind(year, mon, 1))
+        return None if year > 9999 else kind(year, mon, 1)
     upto = month(lo, True) if has_min else None
     since = month(hi, False) if has_max else None
     if (has_min and upto is None) or (has_max and since is None):
@@ -308,10 +326,32 @@ def extremes_within(view: View, arg: Argument, lo: str | None, hi: str | None,
     left_out = [m for m in months if (not has_min or m > lo[:7]) and (not has_max or m < hi[:7])]
     if not left_out:  # the first pass would read every month: one pass over them all instead
         return None
-    cond = " OR ".join(c for c in (upto and f"({arg.sql}) < {upto}", since and f"({arg.sql}) >= {since}") if c)
-    exact = " AND ".join(c for c in (upto and f"{q(f'_x_min_{arg.index}')} < {upto}",
-                                     since and f"{q(f'_x_max_{arg.index}')} >= {since}") if c)
-    return cond, exact
+    cond = " OR ".join(c for c in (upto and f"({arg.sql}) < {literal(upto)}",
+                                   since and f"({arg.sql}) >= {literal(since)}") if c)
+    exact = " AND ".join(c for c in (upto and f"{q(f'_x_min_{arg.index}')} < {literal(upto)}",
+                                     since and f"{q(f'_x_max_{arg.index}')} >= {literal(since)}") if c)
+    return Window(cond, exact, upto, since, tuple(m for m in months if m not in left_out))
+
+
+def fact_columns(view: View, arg: Argument) -> tuple[list[str], str] | None:
+    """The fact table's columns that are the view's group keys and `arg`, when the view reads its fact table alone
+    (no dimension, no WHERE) and each key and the argument is one of its columns as it stands: then the base's
+    term of minmax_recompute is a count per (keys, value) of the fact's rows, which a caller may make without a
+    query (old_counts). None otherwise."""
+    if view.dimensions or view.where:
+        return None
+    prefix = f"{q(view.fact)}."
+
+    def column(sql: str) -> str | None:
+        if not sql.startswith(prefix) or not sql.endswith('"') or len(sql) < len(prefix) + 2:
+            return None
+        name = sql[len(prefix) + 1:-1].replace('""', '"')
+        return name if f"{prefix}{q(name)}" == sql else None
+    keys = [column(k.sql) for k in view.keys]
+    value = column(arg.sql)
+    if value is None or any(k is None for k in keys):
+        return None
+    return keys, value
 
 
 def resolved_groups(first: str, exact: str) -> str:

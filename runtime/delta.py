@@ -733,6 +733,60 @@ def matching_rows(snap: DeltaSnapshot, columns: list[str], probe: pa.Table, keys
     return pa.concat_tables(parts), sum(n for _, n in found)
 
 
+def value_counts(snap: DeltaSnapshot, keys: list[str], value: str, probe: pa.Table, below=None, since=None,
+                 partitions: set | None = None) -> tuple[pa.Table, int]:
+    """How many live rows of `snap` hold each (keys, value), over the rows whose `keys` equal a row of `probe`
+    (SQL equality: a NULL matches nothing) and whose `value` is not NULL and is below `below` or from `since` on
+    (either bound None: no such side; both None: every value). One pass, each file's `keys` and `value` only, the
+    files' row groups in parallel threads; `partitions`: only the files whose first partition column's value is
+    among these (None: every file). Returns the counts (`keys`, then `value` as `_v` and the count as `_n`, int64)
+    and the rows the pass read (every row of every row group it read, its deleted ones too)."""
+    if snap.mapped:
+        raise ValueError(f"{snap.path}: column mapping is on; value_counts reads files by the columns' own names")
+    chosen = [(f, v) for f, v in snap.files
+              if partitions is None or not snap.partition_columns or v.get(snap.partition_columns[0]) in partitions]
+    columns = [*keys, value]
+    wanted = pa.schema([snap.schema.field(c) for c in columns])
+    probe = probe.select(keys).cast(pa.schema([wanted.field(k) for k in keys]))
+    units = []
+    for f, _ in chosen:
+        meta = pq.read_metadata(f)
+        first = 0
+        for g in range(meta.num_row_groups):
+            units.append((f, meta, g, first))
+            first += meta.row_group(g).num_rows
+
+    def one(unit) -> tuple[pa.Table, int]:
+        f, meta, g, first = unit
+        pf = pq.ParquetFile(f, metadata=meta)
+        held = set(pf.schema_arrow.names)
+        if not all(c in held for c in columns):  # a column added after the file was written: NULL, matching nothing
+            return wanted.empty_table(), 0
+        data = pf.read_row_group(g, columns=columns, use_threads=False).cast(wanted)
+        read = data.num_rows
+        keep = snap.keep.get(f)
+        if keep is not None:  # rows past the vector's end are kept
+            mask = keep.slice(first, read)
+            if len(mask) < read:
+                mask = pa.concat_arrays([mask, pa.array(np.ones(read - len(mask), dtype=bool))])
+            data = data.filter(mask)
+        held_values, kind = data.column(value), wanted.field(value).type
+        sides = ([pc.less(held_values, pa.scalar(below, kind))] if below is not None else []) + \
+            ([pc.greater_equal(held_values, pa.scalar(since, kind))] if since is not None else [])
+        data = data.filter(pc.or_(*sides) if len(sides) == 2 else sides[0] if sides else pc.is_valid(held_values))
+        return data.join(probe, keys, join_type="left semi", use_threads=False), read
+
+    if not units:
+        found = []
+    else:
+        with ThreadPoolExecutor(max_workers=min(len(units), os.cpu_count() or 1)) as pool:
+            found = list(pool.map(one, units))
+    rows = pa.concat_tables([t for t, _ in found]) if found else wanted.empty_table()
+    counts = rows.group_by(columns, use_threads=False).aggregate([([], "count_all")])
+    counts = counts.select(columns).append_column("_n", counts.column("count_all").cast(pa.int64()))
+    return counts.rename_columns([*keys, "_v", "_n"]), sum(n for _, n in found)
+
+
 def duckdb_view(con, name: str, path, version: int | None, select: str | None = None) -> pads.Dataset:
     """Make `name` a view of the DuckDB connection `con` over the Delta table at `version`; `select` is its
     select list (default: every column). The dataset is registered under a name of its own; DuckDB reads it

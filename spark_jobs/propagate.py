@@ -16,24 +16,27 @@ import uuid
 from pathlib import Path
 from typing import Callable
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from lattice import emit
+from lattice import emit, types
 from lattice.dlattice import lattice_shape
 from lattice.ir import Argument, ColumnRef, Plan, View
 from lattice.sql import ident, to_dialect
+from runtime import delta
 from runtime.errors import BatchOrderError, ConfigError
 from runtime.faults import checkpoint
 from runtime.lake import Lake, LakeState, parquet_rows
 from runtime.manifest import MANIFEST_VERSION, DeltaResult, LevelRecord, Manifest, add_rows_read
 from runtime.night import BatchInfo, NightPlan, ViewStep, measures, plan_night, statistics_wanted
 from runtime.options import Options
+from spark_jobs import driver_checks
 from spark_jobs.changes import load_batch
 from spark_jobs.lake_tables import DRIVER_ROWS
-from spark_jobs.metrics import ReadMeter
+from spark_jobs.metrics import ReadMeter, count_local
 from spark_jobs.nested import read_copy, small_copy, view_changes
 from spark_jobs.recompute import column_types, recompute_frame, with_holistic_values
 from spark_jobs.session import PLAIN_TYPES, arrow_batches, query
@@ -90,7 +93,7 @@ def _propagate(spark: SparkSession, plan: Plan, lake: Lake, batch: str, state: L
         kept = []
         for step, view in zip(night.views, plan.lake_views):
             if step.level == k:
-                frame = _view_frame(spark, plan, view, step, night.changed, raw, lambda t: lake.months(t, state))
+                frame = _view_frame(spark, plan, view, step, night.changed, raw, lake, state)
                 if view.name in early:
                     # a later level's copy update needs it before _write_together writes it: computed once,
                     # not twice (its exact MIN/MAX may scan the base), and kept without its lineage, so the
@@ -229,7 +232,7 @@ def _propagate_level(spark: SparkSession, plan: Plan, lake: Lake, night: NightPl
         if step.feeds_later_level:
             raw[step.node].write.mode("overwrite").parquet(str(lake.node_dir(batch, step.node)))
             raw[step.node] = spark.read.parquet(str(lake.node_dir(batch, step.node)))
-    frames = [(step, view, _view_frame(spark, plan, view, step, night.changed, raw, lambda t: lake.months(t, state)))
+    frames = [(step, view, _view_frame(spark, plan, view, step, night.changed, raw, lake, state))
               for step, view in zip(night.views, plan.lake_views) if step.level == level]
     t1 = time.perf_counter()
     for step, _, _ in frames:
@@ -319,16 +322,16 @@ def along_lattice(spark: SparkSession, plan: Plan, night: NightPlan, compute: se
 
 
 def _view_frame(spark: SparkSession, plan: Plan, view: View, step: ViewStep, changed: frozenset[str],
-                raw: dict[str, DataFrame], months: Callable[[str], list[str]]) -> DataFrame:
-    """What tonight writes for a view: its summary-delta, or (recompute) its whole contents. months: the
-    months a base table laid out by month holds (Lake.months at the night's state)."""
+                raw: dict[str, DataFrame], lake: Lake, state: LakeState) -> DataFrame:
+    """What tonight writes for a view: its summary-delta, or (recompute) its whole contents. lake, state: where
+    the base's rows before the batch are (its exact MIN/MAX may read them)."""
     if step.mode == "recompute":
         return recompute_frame(spark, plan, view)
-    return _summary_delta(spark, view, step, changed, raw[view.name], months)
+    return _summary_delta(spark, plan, view, step, changed, raw[view.name], lake, state)
 
 
-def _summary_delta(spark: SparkSession, view: View, step: ViewStep, changed: frozenset[str], sd: DataFrame,
-                   months: Callable[[str], list[str]]) -> DataFrame:
+def _summary_delta(spark: SparkSession, plan: Plan, view: View, step: ViewStep, changed: frozenset[str],
+                   sd: DataFrame, lake: Lake, state: LakeState) -> DataFrame:
     """The summary-delta of one view (Section 4.1; MIN/MAX of groups that lost rows made exact from
     the base, since a parent summary-delta does not know the groups it did not touch), with exactly
     the summary table's columns (a lattice-friendly point drops its hidden attributes here)."""
@@ -346,7 +349,10 @@ def _summary_delta(spark: SparkSession, view: View, step: ViewStep, changed: fro
         for arg in emit.minmax_arguments(view):
             exact = None
             if arg.index in step.by_month and not none_lost:
-                exact = _extremes_by_month(spark, view, arg, changed, months(view.fact))
+                exact = _extremes_by_month(spark, plan, view, arg, changed, lake, state, lost)
+            if exact is None and not none_lost:
+                counted = _base_counts(spark, plan, lake, state, view, arg, lost, emit.rel("lost", view.name))
+                exact = query(spark, to_dialect(emit.minmax_recompute(view, arg, changed, old_counts=counted), "spark"))
             if exact is None:
                 exact = query(spark, to_dialect(emit.minmax_recompute(view, arg, changed), "spark"))
             if none_lost:
@@ -359,30 +365,78 @@ def _summary_delta(spark: SparkSession, view: View, step: ViewStep, changed: fro
     return sd.select(*[F.col(ident(c, "spark")) for c in columns])
 
 
-def _extremes_by_month(spark: SparkSession, view: View, arg: Argument, changed: frozenset[str],
-                       months: list[str]) -> DataFrame | None:
-    """The exact MIN/MAX of `arg` (the date column the base's months are of) for the lost groups, reading
+def _extremes_by_month(spark: SparkSession, plan: Plan, view: View, arg: Argument, changed: frozenset[str],
+                       lake: Lake, state: LakeState, lost: DataFrame) -> DataFrame | None:
+    """The exact MIN/MAX of `arg` (the date column the base's months are of) for the lost groups (`lost`), reading
     the months where the lost extremes were first: a group whose MIN lay in a month keeps, almost always,
     another value in that month, and the first pass reads every row up to that month's end, so the smallest
     value it finds is exact. Only the groups it leaves unresolved (none left in those months) are read again
     over every month. None: no deleted value marks where the extremes were, or the first pass would read
     every month (the caller reads them all once)."""
     bounds = query(spark, to_dialect(emit.deleted_extremes(view, arg), "spark")).collect()[0]
-    window = emit.extremes_within(view, arg, bounds["lo"], bounds["hi"], months)
+    window = emit.extremes_within(view, arg, bounds["lo"], bounds["hi"], lake.months(view.fact, state))
     if window is None:
         return None
-    within, exact = window
-    first = query(spark, to_dialect(emit.minmax_recompute(view, arg, changed, within), "spark")).localCheckpoint()
+    counted = _base_counts(spark, plan, lake, state, view, arg, lost, emit.rel("lost", view.name), window)
+    first = query(spark, to_dialect(emit.minmax_recompute(view, arg, changed, window.cond, old_counts=counted),
+                                    "spark")).localCheckpoint()
     name = emit.rel("first", f"{view.name}_{arg.index}")
     first.createOrReplaceTempView(name)
-    resolved = query(spark, to_dialect(emit.resolved_groups(name, exact), "spark"))
-    rest = query(spark, to_dialect(emit.unresolved_groups(view, name, exact), "spark"))
+    resolved = query(spark, to_dialect(emit.resolved_groups(name, window.exact), "spark"))
+    rest = query(spark, to_dialect(emit.unresolved_groups(view, name, window.exact), "spark"))
     if rest.isEmpty():
         return resolved
     rest_name = emit.rel("rest", f"{view.name}_{arg.index}")
     F.broadcast(rest).createOrReplaceTempView(rest_name)
-    again = query(spark, to_dialect(emit.minmax_recompute(view, arg, changed, lost=rest_name), "spark"))
+    counted = _base_counts(spark, plan, lake, state, view, arg, rest, rest_name)
+    again = query(spark, to_dialect(emit.minmax_recompute(view, arg, changed, lost=rest_name, old_counts=counted),
+                                    "spark"))
     return resolved.unionByName(again)
+
+
+def _base_counts(spark: SparkSession, plan: Plan, lake: Lake, state: LakeState, view: View, arg: Argument,
+                 groups: DataFrame, groups_name: str, window: emit.Window | None = None) -> str | None:
+    """The base's term of minmax_recompute for `groups` (the relation `groups_name`) counted in this process
+    (runtime.delta.value_counts: one pass over the fact's files, the keys' and the argument's columns only, in
+    `window`'s months and values when given), registered as a relation: returns its name, for minmax_recompute's
+    old_counts. Spark's plan of that term reads the same columns of every row but probes each against the groups
+    in one task per file, several times slower. None when the counts are not made here exactly as Spark would
+    (the caller's query reads the base): a grand total; the view reads a map, joins a dimension or filters; a key
+    or the argument is not a column of the fact as it stands; a key of floating point or a timestamp, an argument
+    not a DATE; the lake's columns not as declared; a NULL key; or more than DRIVER_ROWS groups."""
+    columns = emit.fact_columns(view, arg)
+    version = state.version(view.fact)
+    if columns is None or not view.keys or version is None or arg.type.upper() != "DATE":
+        return None
+    table = plan.schema.table(view.fact)
+    if table.view is not None:  # a map or auxiliary view's rows: not a base table's
+        return None
+    declared = {c.name: c for c in table.columns}
+    keys, value = columns
+    if any(n not in declared or types.family(declared[n].type) in ("float", "timestamp") for n in [*keys, value]):
+        return None
+    snap = delta.snapshot(lake.table_path(view.fact), version)
+    lake_names = driver_checks.held_as_declared(snap, table)
+    if lake_names is None or snap.mapped:
+        return None
+    lake_name = dict(zip(table.column_names, lake_names))
+    batches = list(arrow_batches(groups.select(*[ident(k.name, "spark") for k in view.keys]).limit(DRIVER_ROWS + 1)))
+    probe = pa.Table.from_batches(batches) if batches else None
+    if probe is None or probe.num_rows > DRIVER_ROWS or any(c.null_count for c in probe.columns):
+        return None
+    by_month = window is not None and state.partitions.get(view.fact) is not None
+    try:
+        counts, read = delta.value_counts(snap, [lake_name[k] for k in keys], lake_name[value],
+                                          probe.rename_columns([lake_name[k] for k in keys]),
+                                          below=window.upto if window else None, since=window.since if window else None,
+                                          partitions=set(window.months) if by_month else None)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # a key type Arrow's join or cast does not take
+        return None
+    count_local("base", view.fact, read)
+    name = emit.rel("counted", f"{groups_name}_{arg.index}")
+    counts = counts.rename_columns([k.name for k in view.keys] + ["_v", "_n"])
+    F.broadcast(spark.createDataFrame(counts)).createOrReplaceTempView(name)
+    return name
 
 
 def _small_night(plan: Plan, lake: Lake, state: LakeState, info: BatchInfo) -> bool:

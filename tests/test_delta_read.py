@@ -3,9 +3,12 @@ vectors on, read at every version by pyarrow and DuckDB, and compared with Spark
 
 from __future__ import annotations
 
+import datetime as dt
 from collections import Counter
 
 import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from lattice.ir import Column, Table
@@ -127,3 +130,53 @@ def test_the_files_with_a_deletion_vector_come_from_the_log(spark, tmp_path, pol
         assert set(snap.keep) == set(expected) and all(snap.keep[f] == m for f, m in expected.items()), f"version {v}"
         assert Counter(r["id"] for r in delta.read_table(path, v, columns=["id"]).to_pylist()) == \
             Counter(r[0] for r in spark.read.format("delta").option("versionAsOf", v).load(str(path)).collect())
+
+
+@pytest.mark.parametrize("partitioned", [False, True])
+def test_value_counts_are_spark_counts_of_the_live_rows(spark, tmp_path, partitioned):
+    """runtime.delta.value_counts (the base's term of a lost extreme's recompute, counted without Spark) against
+    Spark's own GROUP BY of the same version: deletion vectors, several row groups a file, NULL keys and values,
+    a bound below, one from above, both, none, and the months read."""
+    path = tmp_path / "t"
+    by = "PARTITIONED BY (month)" if partitioned else ""
+    spark.sql(f"CREATE TABLE delta.`{path}` (store INT, item STRING, d DATE, qty INT, month STRING) USING delta {by} "
+              f"TBLPROPERTIES (delta.enableDeletionVectors = true)")
+    rows = spark.sql("""SELECT CASE WHEN id % 29 = 0 THEN NULL ELSE CAST(id % 5 AS INT) END AS store,
+                               CASE WHEN id % 31 = 0 THEN NULL ELSE concat('i', id % 3) END AS item,
+                               CASE WHEN id % 37 = 0 THEN NULL ELSE date_add(DATE'2026-01-01', CAST(id % 200 AS INT)) END AS d,
+                               CAST(id AS INT) AS qty, date_format(date_add(DATE'2026-01-01', CAST(id % 200 AS INT)), 'yyyy-MM')
+                               AS month FROM range(0, 6000) AS r(id)""")
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    hadoop.set("parquet.block.size", "4096")  # row groups of a few hundred rows: a deletion vector spans several
+    try:
+        rows.write.format("delta").mode("append").save(str(path))
+    finally:
+        hadoop.unset("parquet.block.size")
+    spark.sql(f"INSERT INTO delta.`{path}` SELECT * FROM delta.`{path}` WHERE qty < 50")  # equal rows twice
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE qty % 7 = 3")
+    version = delta.version(path)
+    snap = delta.snapshot(path, version)
+    assert snap.keep, "the delete must have left deletion vectors"
+    assert any(pq.read_metadata(f).num_row_groups > 1 for f, _ in snap.files), "some file must have row groups"
+    probe = pa.table({"store": pa.array([1, 2, 4, 3], pa.int32()), "item": ["i0", "i1", "i2", "i9"]})
+    spark.createDataFrame(probe.to_pandas()).createOrReplaceTempView("probe")
+    months = {"2026-01", "2026-02", "2026-03"}
+    for below, since, parts in [(dt.date(2026, 3, 1), None, None), (None, dt.date(2026, 5, 10), None),
+                                (dt.date(2026, 2, 1), dt.date(2026, 7, 1), None), (None, None, None),
+                                (dt.date(2026, 4, 1), None, months)]:
+        counts, read = delta.value_counts(snap, ["store", "item"], "d", probe, below, since, parts)
+        got = Counter({(r["store"], r["item"], r["_v"]): r["_n"] for r in counts.to_pylist()})
+        assert counts.column_names == ["store", "item", "_v", "_n"] and len(got) == counts.num_rows
+        sides = [f"t.d < DATE'{below}'"] * (below is not None) + [f"t.d >= DATE'{since}'"] * (since is not None)
+        where = " OR ".join(sides) or "t.d IS NOT NULL"
+        if parts is not None and partitioned:
+            where = f"({where}) AND t.month IN ({', '.join(repr(m) for m in sorted(parts))})"
+        expected = Counter({(r[0], r[1], r[2]): r[3] for r in spark.sql(
+            f"SELECT t.store, t.item, t.d, COUNT(*) FROM delta.`{path}` VERSION AS OF {version} AS t "
+            f"JOIN probe AS p ON t.store = p.store AND t.item = p.item WHERE {where} "
+            f"GROUP BY t.store, t.item, t.d").collect()})
+        assert got == expected, (below, since, parts)
+        assert expected, "the case must count some rows"
+        whole = sum(pq.read_metadata(f).num_rows for f, v in snap.files
+                    if parts is None or not partitioned or v.get("month") in parts)
+        assert read == whole, (below, since, parts)

@@ -909,3 +909,21 @@ def test_filter_is_applied_in_every_term():
         where = t.args.get("where")
         assert where is not None
         assert ("items", "category") in {(c.table, c.name) for c in where.find_all(exp.Column)}
+
+
+def test_the_base_term_of_an_extremes_recompute_is_counted_only_for_a_view_of_plain_fact_columns():
+    """emit.fact_columns: the fact's columns behind a view's keys and argument when the view reads its fact
+    table alone and each is one of its columns; minmax_recompute then reads the counts (old_counts) instead of
+    the base, and stays valid SQL."""
+    plain = compile_view("CREATE VIEW f(storeID, itemID, First) AS SELECT storeID, itemID, MIN(date) AS First "
+                         "FROM pos GROUP BY storeID, itemID")
+    (arg,) = emit.minmax_arguments(plain)
+    assert emit.fact_columns(plain, arg) == (["storeID", "itemID"], "date")
+    sql = emit.minmax_recompute(plain, arg, frozenset({"pos"}), old_counts="__ns_counted_f")
+    _roundtrip(sql)
+    assert "__ns_counted_f" in sql and emit.rel("old", "pos") not in sql
+    filtered = compile_view("CREATE VIEW f(storeID, First) AS SELECT storeID, MIN(date) AS First FROM pos "
+                            "WHERE qty > 0 GROUP BY storeID")
+    assert emit.fact_columns(filtered, emit.minmax_arguments(filtered)[0]) is None
+    joined = EMIT_VIEWS["mm_sales"]
+    assert all(emit.fact_columns(joined, a) is None for a in emit.minmax_arguments(joined))
