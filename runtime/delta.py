@@ -740,7 +740,8 @@ def value_counts(snap: DeltaSnapshot, keys: list[str], value: str, probe: pa.Tab
     (either bound None: no such side; both None: every value). One pass, each file's `keys` and `value` only, the
     files' row groups in parallel threads; `partitions`: only the files whose first partition column's value is
     among these (None: every file). Returns the counts (`keys`, then `value` as `_v` and the count as `_n`, int64)
-    and the rows the pass read (every row of every row group it read, its deleted ones too)."""
+    and the rows the pass read (every row of every row group it read, its deleted ones too). Each row group is read
+    MATCH_BATCH rows at a time, as matching_rows reads."""
     if snap.mapped:
         raise ValueError(f"{snap.path}: column mapping is on; value_counts reads files by the columns' own names")
     chosen = [(f, v) for f, v in snap.files
@@ -748,33 +749,35 @@ def value_counts(snap: DeltaSnapshot, keys: list[str], value: str, probe: pa.Tab
     columns = [*keys, value]
     wanted = pa.schema([snap.schema.field(c) for c in columns])
     probe = probe.select(keys).cast(pa.schema([wanted.field(k) for k in keys]))
-    units = []
+    units = []  # (file, its footer, row group, the group's first row in the file)
     for f, _ in chosen:
         meta = pq.read_metadata(f)
         first = 0
         for g in range(meta.num_row_groups):
             units.append((f, meta, g, first))
             first += meta.row_group(g).num_rows
+    few = len(units) < (os.cpu_count() or 1)  # fewer row groups than cores: each decodes its columns in threads
 
     def one(unit) -> tuple[pa.Table, int]:
         f, meta, g, first = unit
-        pf = pq.ParquetFile(f, metadata=meta)
-        held = set(pf.schema_arrow.names)
-        if not all(c in held for c in columns):  # a column added after the file was written: NULL, matching nothing
+        pf = pq.ParquetFile(f, metadata=meta)  # a reader of its own: one ParquetFile is not shared by threads
+        if not all(c in set(pf.schema_arrow.names) for c in columns):  # a column added since: NULL, matching nothing
             return wanted.empty_table(), 0
-        data = pf.read_row_group(g, columns=columns, use_threads=False).cast(wanted)
-        read = data.num_rows
-        keep = snap.keep.get(f)
-        if keep is not None:  # rows past the vector's end are kept
-            mask = keep.slice(first, read)
-            if len(mask) < read:
-                mask = pa.concat_arrays([mask, pa.array(np.ones(read - len(mask), dtype=bool))])
-            data = data.filter(mask)
-        held_values, kind = data.column(value), wanted.field(value).type
-        sides = ([pc.less(held_values, pa.scalar(below, kind))] if below is not None else []) + \
-            ([pc.greater_equal(held_values, pa.scalar(since, kind))] if since is not None else [])
-        data = data.filter(pc.or_(*sides) if len(sides) == 2 else sides[0] if sides else pc.is_valid(held_values))
-        return data.join(probe, keys, join_type="left semi", use_threads=False), read
+        keep, kind, parts, read = snap.keep.get(f), wanted.field(value).type, [], 0
+        for batch in pf.iter_batches(batch_size=MATCH_BATCH, row_groups=[g], columns=columns, use_threads=few):
+            data = pa.Table.from_batches([batch]).cast(wanted)
+            if keep is not None:  # rows past the vector's end are kept
+                mask = keep.slice(first + read, data.num_rows)
+                if len(mask) < data.num_rows:
+                    mask = pa.concat_arrays([mask, pa.array(np.ones(data.num_rows - len(mask), dtype=bool))])
+                data = data.filter(mask)
+            read += batch.num_rows
+            held = data.column(value)
+            sides = ([pc.less(held, pa.scalar(below, kind))] if below is not None else []) + \
+                ([pc.greater_equal(held, pa.scalar(since, kind))] if since is not None else [])
+            data = data.filter(pc.or_(*sides) if len(sides) == 2 else sides[0] if sides else pc.is_valid(held))
+            parts.append(data.join(probe, keys, join_type="left semi", use_threads=False))
+        return (pa.concat_tables(parts) if parts else wanted.empty_table()), read
 
     if not units:
         found = []
