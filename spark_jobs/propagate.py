@@ -402,8 +402,9 @@ def _base_counts(spark: SparkSession, plan: Plan, lake: Lake, state: LakeState, 
     old_counts. Spark's plan of that term reads the same columns of every row but probes each against the groups
     in one task per file, several times slower. None when the counts are not made here exactly as Spark would
     (the caller's query reads the base): a grand total; the view reads a map, joins a dimension or filters; a key
-    or the argument is not a column of the fact as it stands; a key of floating point or a timestamp, an argument
-    not a DATE; the lake's columns not as declared; a NULL key; or more than DRIVER_ROWS groups."""
+    or the argument is not a column of the fact as it stands, or the argument is a key; a key of floating point
+    or a timestamp, an argument not a DATE; the lake's columns not as declared; a NULL key; or more than
+    DRIVER_ROWS groups."""
     columns = emit.fact_columns(view, arg)
     version = state.version(view.fact)
     if columns is None or not view.keys or version is None or arg.type.upper() != "DATE":
@@ -413,7 +414,7 @@ def _base_counts(spark: SparkSession, plan: Plan, lake: Lake, state: LakeState, 
         return None
     declared = {c.name: c for c in table.columns}
     keys, value = columns
-    if any(n not in declared or types.family(declared[n].type) in ("float", "timestamp") for n in [*keys, value]):
+    if value in keys or any(n not in declared or types.family(declared[n].type) in ("float", "timestamp") for n in [*keys, value]):
         return None
     snap = delta.snapshot(lake.table_path(view.fact), version)
     lake_names = driver_checks.held_as_declared(snap, table)
