@@ -311,7 +311,7 @@ def extremes_within(view: View, arg: Argument, lo: str | None, hi: str | None,
     if kind is None:
         return None
 
-    def month(text: str | None, after: bool):
+    def month(text: str | None, after: bool) -> dt.date | dt.datetime | None:
         try:
             year, mon = int(text[:4]), int(text[5:7])
         except (TypeError, ValueError):
@@ -340,13 +340,10 @@ def fact_columns(view: View, arg: Argument) -> tuple[list[str], str] | None:
     query (old_counts). None otherwise."""
     if view.dimensions or view.where:
         return None
-    prefix = f"{q(view.fact)}."
 
     def column(sql: str) -> str | None:
-        if not sql.startswith(prefix) or not sql.endswith('"') or len(sql) < len(prefix) + 2:
-            return None
-        name = sql[len(prefix) + 1:-1].replace('""', '"')
-        return name if f"{prefix}{q(name)}" == sql else None
+        tree = sqlglot.parse_one(sql)
+        return tree.name if isinstance(tree, sqlglot.exp.Column) and tree.table == view.fact else None
     keys = [column(k.sql) for k in view.keys]
     value = column(arg.sql)
     if value is None or any(k is None for k in keys):

@@ -647,6 +647,39 @@ def row_words(arrays: list[pa.Array]) -> np.ndarray | None:
     return words
 
 
+def _row_groups(snap: DeltaSnapshot, partitions: set | None) -> list[tuple]:
+    """The row groups a pass over `snap` reads, each (file, its partition values, its footer, row group, the
+    group's first row in the file): every live file's, or (`partitions`) only the files whose first partition
+    column's value is among these."""
+    units = []
+    for f, values in snap.files:
+        if partitions is not None and snap.partition_columns and \
+                values.get(snap.partition_columns[0]) not in partitions:
+            continue
+        meta = pq.read_metadata(f)
+        first = 0
+        for g in range(meta.num_row_groups):
+            units.append((f, values, meta, g, first))
+            first += meta.row_group(g).num_rows
+    return units
+
+
+def _in_threads(one, units: list) -> list:
+    """one(unit) for every unit, in parallel threads (as many as the cores, at most one a unit)."""
+    if not units:
+        return []
+    with ThreadPoolExecutor(max_workers=min(len(units), os.cpu_count() or 1)) as pool:
+        return list(pool.map(one, units))
+
+
+def _keep_slice(keep: pa.Array, start: int, n: int) -> pa.Array:
+    """Rows start .. start + n of a file's keep mask; rows past the vector's end are kept."""
+    mask = keep.slice(start, n)
+    if len(mask) < n:
+        mask = pa.concat_arrays([mask, pa.array(np.ones(n - len(mask), dtype=bool))])
+    return mask
+
+
 def matching_rows(snap: DeltaSnapshot, columns: list[str], probe: pa.Table, keys: list[str],
                   place: tuple[str, str], partitions: set | None = None) -> tuple[pa.Table, int]:
     """The live rows of `snap` equal on `keys` to some row of `probe` (SQL equality: a NULL matches nothing),
@@ -661,8 +694,6 @@ def matching_rows(snap: DeltaSnapshot, columns: list[str], probe: pa.Table, keys
     read it some other way)."""
     if snap.mapped:
         raise ValueError(f"{snap.path}: column mapping is on; matching_rows reads files by the columns' own names")
-    chosen = [(f, v) for f, v in snap.files
-              if partitions is None or not snap.partition_columns or v.get(snap.partition_columns[0]) in partitions]
     wanted = pa.schema([snap.schema.field(c) for c in columns])
     probe = probe.select(keys)
     sift = [k for k in keys if _fixed(wanted.field(k).type)]
@@ -679,13 +710,7 @@ def matching_rows(snap: DeltaSnapshot, columns: list[str], probe: pa.Table, keys
         sieve = np.zeros(1 << bits, dtype=np.bool_)
         sieve[(probe_words >> shift).astype(np.intp)] = True
 
-    units = []  # (file, its partition values, its footer, row group, the group's first row in the file)
-    for f, values in chosen:
-        meta = pq.read_metadata(f)
-        first = 0
-        for g in range(meta.num_row_groups):
-            units.append((f, values, meta, g, first))
-            first += meta.row_group(g).num_rows
+    units = _row_groups(snap, partitions)
 
     def one(unit) -> tuple[pa.Table, int]:
         f, values, meta, g, first = unit
@@ -727,8 +752,7 @@ def matching_rows(snap: DeltaSnapshot, columns: list[str], probe: pa.Table, keys
                             pa.field(place[0], pa.string()), pa.field(place[1], pa.int64())])
     if not units:
         return out_schema.empty_table(), 0
-    with ThreadPoolExecutor(max_workers=min(len(units), os.cpu_count() or 1)) as pool:
-        found = list(pool.map(one, units))
+    found = _in_threads(one, units)
     parts = [h.select(out_schema.names).cast(out_schema) for h, _ in found]
     return pa.concat_tables(parts), sum(n for _, n in found)
 
@@ -744,33 +768,22 @@ def value_counts(snap: DeltaSnapshot, keys: list[str], value: str, probe: pa.Tab
     MATCH_BATCH rows at a time, as matching_rows reads."""
     if snap.mapped:
         raise ValueError(f"{snap.path}: column mapping is on; value_counts reads files by the columns' own names")
-    chosen = [(f, v) for f, v in snap.files
-              if partitions is None or not snap.partition_columns or v.get(snap.partition_columns[0]) in partitions]
     columns = [*keys, value]
     wanted = pa.schema([snap.schema.field(c) for c in columns])
     probe = probe.select(keys).cast(pa.schema([wanted.field(k) for k in keys]))
-    units = []  # (file, its footer, row group, the group's first row in the file)
-    for f, _ in chosen:
-        meta = pq.read_metadata(f)
-        first = 0
-        for g in range(meta.num_row_groups):
-            units.append((f, meta, g, first))
-            first += meta.row_group(g).num_rows
+    units = _row_groups(snap, partitions)
     few = len(units) < (os.cpu_count() or 1)  # fewer row groups than cores: each decodes its columns in threads
 
     def one(unit) -> tuple[pa.Table, int]:
-        f, meta, g, first = unit
+        f, _, meta, g, first = unit
         pf = pq.ParquetFile(f, metadata=meta)  # a reader of its own: one ParquetFile is not shared by threads
         if not all(c in set(pf.schema_arrow.names) for c in columns):  # a column added since: NULL, matching nothing
             return wanted.empty_table(), 0
         keep, kind, parts, read = snap.keep.get(f), wanted.field(value).type, [], 0
         for batch in pf.iter_batches(batch_size=MATCH_BATCH, row_groups=[g], columns=columns, use_threads=few):
             data = pa.Table.from_batches([batch]).cast(wanted)
-            if keep is not None:  # rows past the vector's end are kept
-                mask = keep.slice(first + read, data.num_rows)
-                if len(mask) < data.num_rows:
-                    mask = pa.concat_arrays([mask, pa.array(np.ones(data.num_rows - len(mask), dtype=bool))])
-                data = data.filter(mask)
+            if keep is not None:
+                data = data.filter(_keep_slice(keep, first + read, data.num_rows))
             read += batch.num_rows
             held = data.column(value)
             sides = ([pc.less(held, pa.scalar(below, kind))] if below is not None else []) + \
@@ -779,11 +792,7 @@ def value_counts(snap: DeltaSnapshot, keys: list[str], value: str, probe: pa.Tab
             parts.append(data.join(probe, keys, join_type="left semi", use_threads=False))
         return (pa.concat_tables(parts) if parts else wanted.empty_table()), read
 
-    if not units:
-        found = []
-    else:
-        with ThreadPoolExecutor(max_workers=min(len(units), os.cpu_count() or 1)) as pool:
-            found = list(pool.map(one, units))
+    found = _in_threads(one, units)
     rows = pa.concat_tables([t for t, _ in found]) if found else wanted.empty_table()
     counts = rows.group_by(columns, use_threads=False).aggregate([([], "count_all")])
     counts = counts.select(columns).append_column("_n", counts.column("count_all").cast(pa.int64()))
@@ -954,10 +963,7 @@ def _kept_rows(snap: DeltaSnapshot, f: Path, values: dict, schema: pa.Schema) ->
     of it), its partition values as columns."""
     physical = [n for n in schema.names if n not in snap.partition_columns]
     data = pq.read_table(f, columns=[n for n in physical if n in set(pq.read_schema(f).names)])
-    mask = snap.keep[f]
-    if len(mask) < data.num_rows:  # rows past the vector's end are kept
-        mask = pa.concat_arrays([mask, pa.array([True] * (data.num_rows - len(mask)), pa.bool_())])
-    data = data.filter(mask[: data.num_rows])
+    data = data.filter(_keep_slice(snap.keep[f], 0, data.num_rows))
     columns = {}
     for field in schema:
         if field.name in snap.partition_columns:

@@ -350,11 +350,10 @@ def _summary_delta(spark: SparkSession, plan: Plan, view: View, step: ViewStep, 
             exact = None
             if arg.index in step.by_month and not none_lost:
                 exact = _extremes_by_month(spark, plan, view, arg, changed, lake, state, lost)
-            if exact is None and not none_lost:
-                counted = _base_counts(spark, plan, lake, state, view, arg, lost, emit.rel("lost", view.name))
-                exact = query(spark, to_dialect(emit.minmax_recompute(view, arg, changed, old_counts=counted), "spark"))
             if exact is None:
-                exact = query(spark, to_dialect(emit.minmax_recompute(view, arg, changed), "spark"))
+                counted = None if none_lost else _base_counts(spark, plan, lake, state, view, arg, lost,
+                                                              emit.rel("lost", view.name))
+                exact = query(spark, to_dialect(emit.minmax_recompute(view, arg, changed, old_counts=counted), "spark"))
             if none_lost:
                 exact = exact.limit(0)  # Spark's optimizer drops the whole scan under LIMIT 0
             F.broadcast(exact).createOrReplaceTempView(emit.rel("exact", f"{view.name}_{arg.index}"))
@@ -414,7 +413,8 @@ def _base_counts(spark: SparkSession, plan: Plan, lake: Lake, state: LakeState, 
         return None
     declared = {c.name: c for c in table.columns}
     keys, value = columns
-    if value in keys or any(n not in declared or types.family(declared[n].type) in ("float", "timestamp") for n in [*keys, value]):
+    if value in keys or any(n not in declared or types.family(declared[n].type) in ("float", "timestamp")
+                            for n in [*keys, value]):
         return None
     snap = delta.snapshot(lake.table_path(view.fact), version)
     lake_names = driver_checks.held_as_declared(snap, table)
