@@ -27,6 +27,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Iterable
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -361,3 +362,86 @@ def named(table: Table, columns: Iterable[str]) -> list[str]:
 
 def _values(k: tuple) -> tuple:
     return tuple(float("nan") if v == _NAN else v for v in k)
+
+
+def change_distincts(rows: BatchRows, fact: Table, joins, tables: dict[str, Table],
+                     combos: list[tuple[tuple[str, str], ...]]) -> list[int] | None:
+    """The cost model's statistics (lattice.emit.change_distincts) counted here, exactly: for each combination of
+    (table, column) attributes, how many distinct values it takes among the batch's changed rows of `fact` (its
+    inserted and deleted rows) joined along `joins` to each dimension after the batch (`tables`: the dimensions by
+    name). None when a table's rows are not known here (the count is then Spark's query)."""
+    changes = rows.changes(fact)
+    if changes is None:
+        return None
+    joined = _prefixed(pa.concat_tables(changes), fact)
+    for j in joins:
+        parent = tables[j.parent.lower()]
+        old, parent_changes = rows.base(parent), rows.changes(parent)
+        if old is None or parent_changes is None:
+            return None
+        right = _prefixed(after(parent, old, *parent_changes), parent)
+        left_keys = [_label(tables[j.child.lower()], c) for c in j.child_columns]
+        right_keys = [_label(parent, c) for c in j.parent_columns]
+        try:
+            right = right.cast(pa.schema([pa.field(f.name, joined.schema.field(left_keys[right_keys.index(f.name)]).type)
+                                          if f.name in right_keys else f for f in right.schema]))
+            joined = joined.join(right, left_keys, right_keys, join_type="inner", coalesce_keys=False,
+                                 use_threads=False)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # key types Arrow does not cast or join exactly
+            return None
+    counts = []
+    for combo in combos:
+        names = [_label(tables[t.lower()], c) for t, c in combo]
+        counts.append(joined.select(names).group_by(names).aggregate([]).num_rows if names else int(joined.num_rows > 0))
+    return counts
+
+
+def _prefixed(rows: pa.Table, table: Table) -> pa.Table:
+    return rows.rename_columns([_label(table, c) for c in rows.column_names])
+
+
+def _label(table: Table, column: str) -> str:
+    """A column as one name across joined tables (`table.column`, spelled as the table declares it)."""
+    return f"{table.name.lower()}.{table.column(column).name}"
+
+
+def deleted_bounds(dels: pa.Table, keys: list[str], value: str, groups: pa.Table) -> tuple[str | None, str | None]:
+    """lattice.emit.deleted_extremes made here for a view that reads its fact table alone (emit.fact_columns): among
+    the groups `groups` (the fact's `keys` columns, no NULL), the largest of each group's smallest deleted `value`
+    (lo) and the smallest of each group's largest (hi), as text (a DATE's ISO form, as Spark casts it); None where no
+    deleted row with a value reaches those groups."""
+    held = dels.select([*keys, value]).filter(pc.is_valid(dels.column(value)))
+    held = held.join(groups.select(keys).cast(held.select(keys).schema), keys, join_type="left semi", use_threads=False)
+    if not held.num_rows:
+        return None, None
+    per = held.group_by(keys, use_threads=False).aggregate([(value, "min"), (value, "max")])  # by name below
+    lo, hi = pc.max(per.column(f"{value}_min")).as_py(), pc.min(per.column(f"{value}_max")).as_py()
+    return (None if lo is None else lo.isoformat()), (None if hi is None else hi.isoformat())
+
+
+def first_extremes(counts: pa.Table, ins: pa.Table, dels: pa.Table, keys: list[str], value: str, groups: pa.Table,
+                   below=None, since=None) -> pa.Table:
+    """lattice.emit.minmax_recompute's result made here, for the groups `groups` (the fact's `keys` columns, no NULL)
+    of a view that reads its fact table alone: the base's term counted (`counts`: `keys`, `_v`, `_n`, as
+    runtime.delta.value_counts gives them for those groups and bounds) plus the batch's rows of the fact in those
+    groups (`ins` counted +1, `dels` -1; declared columns), only those whose `value` is not NULL and is below `below`
+    or from `since` on (either None: no such side; both None: every value), as value_counts read the base. Per
+    (group, value) the net count; the values with a positive one survive; per group the smallest and the largest,
+    as `_min` and `_max` (a group none survives in has no row)."""
+    probe = groups.select(keys)
+    terms = [counts.select([*keys, "_v", "_n"])]
+    for rows, sign in ((ins, 1), (dels, -1)):
+        held = rows.column(value)
+        sides = ([pc.less(held, pa.scalar(below, held.type))] if below is not None else []) + \
+            ([pc.greater_equal(held, pa.scalar(since, held.type))] if since is not None else [])
+        kept = rows.select([*keys, value]).filter(pc.or_(*sides) if len(sides) == 2 else sides[0] if sides
+                                                   else pc.is_valid(held))
+        kept = kept.join(probe.cast(kept.select(keys).schema), keys, join_type="left semi", use_threads=False)
+        terms.append(pa.table([*kept.select(keys).columns, kept.column(value),
+                               pa.array(np.full(kept.num_rows, sign, dtype=np.int64))], names=[*keys, "_v", "_n"]))
+    schema = terms[0].schema
+    net = pa.concat_tables([t.cast(schema) for t in terms]).group_by([*keys, "_v"], use_threads=False) \
+        .aggregate([("_n", "sum")])
+    net = net.filter(pc.greater(net.column("_n_sum"), 0))
+    out = net.group_by(keys, use_threads=False).aggregate([("_v", "min"), ("_v", "max")])
+    return out.select([*keys, "_v_min", "_v_max"]).rename_columns([*keys, "_min", "_max"])

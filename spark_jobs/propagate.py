@@ -14,7 +14,7 @@ import shutil
 import time
 import uuid
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -64,14 +64,18 @@ def _propagate(spark: SparkSession, plan: Plan, lake: Lake, batch: str, state: L
     checked = planned is not None and planned.plan == plan.fingerprint and state.planned(planned)
     progress(f"propagate {batch}: reading " + ("the change batch (checked by level 0)" if checked else "and checking the change batch"))
     info = load_batch(spark, lake, plan, batch, state, checked, options.rewrite_below)
+    # the batch's rows where they are small (read when first asked for): the plan's statistics and a lost extreme's
+    # first pass are made from them in this process
+    rows = driver_checks.BatchRows(lake, state, lake.batch_files(batch, [t.name for t in plan.schema.base_tables]),
+                                   plan.fact_tables)
     progress(f"propagate {batch}: {info.rows} change rows ({info.describe()}) "
              f"{'read' if checked else 'checked'} in {time.perf_counter() - t0:.1f}s")
     t_plan = time.perf_counter()
-    night = _night(spark, plan, lake, info, state, options, level)
+    night = _night(spark, plan, lake, info, state, options, level, rows)
     progress(f"propagate {batch}: night planned in {time.perf_counter() - t_plan:.1f}s ({len(night.levels)} level(s), "
              f"{len(night.views)} view(s), {len(night.copies)} lake cop{'y' if len(night.copies) == 1 else 'ies'})")
     if level is not None:
-        return _propagate_level(spark, plan, lake, night, level, progress, t0, state, meter)
+        return _propagate_level(spark, plan, lake, night, level, progress, t0, state, rows, meter)
     shared = _share_scans(spark, night, progress)
     raw: dict[str, DataFrame] = {}
     final: dict[str, DataFrame] = {}
@@ -93,7 +97,7 @@ def _propagate(spark: SparkSession, plan: Plan, lake: Lake, batch: str, state: L
         kept = []
         for step, view in zip(night.views, plan.lake_views):
             if step.level == k:
-                frame = _view_frame(spark, plan, view, step, night.changed, raw, lake, state)
+                frame = _view_frame(spark, plan, view, step, night.changed, raw, lake, state, rows)
                 if view.name in early:
                     # a later level's copy update needs it before _write_together writes it: computed once,
                     # not twice (its exact MIN/MAX may scan the base), and kept without its lineage, so the
@@ -124,7 +128,7 @@ def _propagate(spark: SparkSession, plan: Plan, lake: Lake, batch: str, state: L
 
 
 def _night(spark: SparkSession, plan: Plan, lake: Lake, info: BatchInfo, state: LakeState, options: Options,
-           level: int | None) -> NightPlan:
+           level: int | None, rows: driver_checks.BatchRows) -> NightPlan:
     """The night's plan: computed (and written to the lake) by a whole propagate or by level 0; a later
     level executes the plan level 0 wrote, so every level of a night follows one plan."""
     if level:
@@ -138,7 +142,8 @@ def _night(spark: SparkSession, plan: Plan, lake: Lake, info: BatchInfo, state: 
     stats = lake.statistics(plan.schema, state, info.change_rows())
     measured = measures(info, options)
     if measured:
-        stats = lake.statistics(plan.schema, state, info.change_rows(), _change_distincts(spark, plan, shape, lake, info))
+        stats = lake.statistics(plan.schema, state, info.change_rows(),
+                                _change_distincts(spark, plan, shape, lake, info, rows))
     night = plan_night(plan, info, state.last, options, stats, shape, measured, base_versions=state.recorded,
                        partitions=state.partitions)
     lake.write_night(night)
@@ -205,7 +210,8 @@ def _stored_delta(spark: SparkSession, plan: Plan, lake: Lake, night: NightPlan,
 
 
 def _propagate_level(spark: SparkSession, plan: Plan, lake: Lake, night: NightPlan, level: int, progress: Progress,
-                     t0: float, state: LakeState, meter: ReadMeter) -> Manifest | LevelRecord:
+                     t0: float, state: LakeState, rows: driver_checks.BatchRows, meter: ReadMeter
+                     ) -> Manifest | LevelRecord:
     """One level of the night's plan: its points, each from its chosen parent (the change set, or a point
     of a lower level that an earlier level task stored under _nodes/); the summary-deltas of its views go
     to their part=<i>/ folders, and the points a later level derives from to _nodes/. Each level records
@@ -232,7 +238,7 @@ def _propagate_level(spark: SparkSession, plan: Plan, lake: Lake, night: NightPl
         if step.feeds_later_level:
             raw[step.node].write.mode("overwrite").parquet(str(lake.node_dir(batch, step.node)))
             raw[step.node] = spark.read.parquet(str(lake.node_dir(batch, step.node)))
-    frames = [(step, view, _view_frame(spark, plan, view, step, night.changed, raw, lake, state))
+    frames = [(step, view, _view_frame(spark, plan, view, step, night.changed, raw, lake, state, rows))
               for step, view in zip(night.views, plan.lake_views) if step.level == level]
     t1 = time.perf_counter()
     for step, _, _ in frames:
@@ -274,22 +280,30 @@ def _results(frames, out: Path, report: Callable[[DeltaResult], None]) -> tuple[
     return tuple(deltas)
 
 
-def _change_distincts(spark: SparkSession, plan: Plan, shape, lake: Lake, info: BatchInfo) -> dict:
-    """Approximate summary-delta sizes of every lattice point, measured over the changes in one Spark
-    job per fact table and cached per batch in lake/stats/ (a rerun of propagate reads them back)."""
+def _change_distincts(spark: SparkSession, plan: Plan, shape, lake: Lake, info: BatchInfo,
+                      rows: driver_checks.BatchRows) -> dict:
+    """Summary-delta sizes of every lattice point, measured over the changes and cached per batch in lake/stats/ (a
+    rerun of propagate reads them back): counted exactly in this process where the fact's changes and the
+    dimensions it joins are known here (driver_checks.change_distincts), else approximately by one Spark job per
+    fact table. An attribute that is an expression (a key such as a date's year) is Spark's to compute."""
     key = statistics_wanted(plan, shape)
     cached = lake.read_change_distincts(info.batch, key)
     if cached is not None:
         return cached
     out = {}
+    tables = {t.name.lower(): t for t in plan.schema.base_tables}
     for fact, wanted in key.items():
         if plan.schema.table(fact).view is not None:  # a summary view's change set: not computed before the night
             continue
         joins = [j for v in plan.lake_views if v.fact == fact for j in v.joins]
         joins = list({(j.child, j.parent): j for j in joins}.values())
-        row = query(spark, to_dialect(emit.change_distincts(fact, joins, wanted), "spark")).collect()[0]
-        for i, combo in enumerate(wanted):
-            out[tuple(ColumnRef(t, c) for t, c in combo)] = int(row[f"c{i}"])
+        plain = all(t.lower() in tables for combo in wanted for t, _ in combo)
+        counts = driver_checks.change_distincts(rows, plan.schema.table(fact), joins, tables, wanted) if plain else None
+        if counts is None:
+            row = query(spark, to_dialect(emit.change_distincts(fact, joins, wanted), "spark")).collect()[0]
+            counts = [int(row[f"c{i}"]) for i in range(len(wanted))]
+        for combo, count in zip(wanted, counts):
+            out[tuple(ColumnRef(t, c) for t, c in combo)] = count
     lake.write_change_distincts(info.batch, key, out)
     return out
 
@@ -322,16 +336,16 @@ def along_lattice(spark: SparkSession, plan: Plan, night: NightPlan, compute: se
 
 
 def _view_frame(spark: SparkSession, plan: Plan, view: View, step: ViewStep, changed: frozenset[str],
-                raw: dict[str, DataFrame], lake: Lake, state: LakeState) -> DataFrame:
+                raw: dict[str, DataFrame], lake: Lake, state: LakeState, rows: driver_checks.BatchRows) -> DataFrame:
     """What tonight writes for a view: its summary-delta, or (recompute) its whole contents. lake, state: where
-    the base's rows before the batch are (its exact MIN/MAX may read them)."""
+    the base's rows before the batch are (its exact MIN/MAX may read them); rows: the batch's, where small."""
     if step.mode == "recompute":
         return recompute_frame(spark, plan, view)
-    return _summary_delta(spark, plan, view, step, changed, raw[view.name], lake, state)
+    return _summary_delta(spark, plan, view, step, changed, raw[view.name], lake, state, rows)
 
 
 def _summary_delta(spark: SparkSession, plan: Plan, view: View, step: ViewStep, changed: frozenset[str],
-                   sd: DataFrame, lake: Lake, state: LakeState) -> DataFrame:
+                   sd: DataFrame, lake: Lake, state: LakeState, rows: driver_checks.BatchRows) -> DataFrame:
     """The summary-delta of one view (Section 4.1; MIN/MAX of groups that lost rows made exact from
     the base, since a parent summary-delta does not know the groups it did not touch), with exactly
     the summary table's columns (a lattice-friendly point drops its hidden attributes here)."""
@@ -349,7 +363,7 @@ def _summary_delta(spark: SparkSession, plan: Plan, view: View, step: ViewStep, 
         for arg in emit.minmax_arguments(view):
             exact = None
             if arg.index in step.by_month and not none_lost:
-                exact = _extremes_by_month(spark, plan, view, arg, changed, lake, state, lost)
+                exact = _extremes_by_month(spark, plan, view, arg, changed, lake, state, rows, lost)
             if exact is None:
                 counted = None if none_lost else _base_counts(spark, plan, lake, state, view, arg, lost,
                                                               emit.rel("lost", view.name))
@@ -365,20 +379,33 @@ def _summary_delta(spark: SparkSession, plan: Plan, view: View, step: ViewStep, 
 
 
 def _extremes_by_month(spark: SparkSession, plan: Plan, view: View, arg: Argument, changed: frozenset[str],
-                       lake: Lake, state: LakeState, lost: DataFrame) -> DataFrame | None:
+                       lake: Lake, state: LakeState, rows: driver_checks.BatchRows, lost: DataFrame) -> DataFrame | None:
     """The exact MIN/MAX of `arg` (the date column the base's months are of) for the lost groups (`lost`), reading
     the months where the lost extremes were first: a group whose MIN lay in a month keeps, almost always,
     another value in that month, and the first pass reads every row up to that month's end, so the smallest
     value it finds is exact. Only the groups it leaves unresolved (none left in those months) are read again
     over every month. None: no deleted value marks where the extremes were, or the first pass would read
-    every month (the caller reads them all once)."""
-    bounds = query(spark, to_dialect(emit.deleted_extremes(view, arg), "spark")).collect()[0]
-    window = emit.extremes_within(view, arg, bounds["lo"], bounds["hi"], lake.months(view.fact, state))
+    every month (the caller reads them all once).
+
+    Where the base's term is counted here (_counting) and the batch's rows of the fact are known here (`rows`), the
+    bounds and the first pass are made here too (driver_checks.deleted_bounds, first_extremes): no Spark query."""
+    counting = _counting(spark, plan, lake, state, view, arg, lost)
+    batch = rows.changes(plan.schema.table(view.fact)) if counting is not None else None
+    if batch is not None:
+        lo, hi = driver_checks.deleted_bounds(batch[1], counting.keys, counting.value, counting.probe)
+    else:
+        bounds = query(spark, to_dialect(emit.deleted_extremes(view, arg), "spark")).collect()[0]
+        lo, hi = bounds["lo"], bounds["hi"]
+    window = emit.extremes_within(view, arg, lo, hi, lake.months(view.fact, state))
     if window is None:
         return None
-    counted = _base_counts(spark, plan, lake, state, view, arg, lost, emit.rel("lost", view.name), window)
-    first = query(spark, to_dialect(emit.minmax_recompute(view, arg, changed, window.cond, old_counts=counted),
-                                    "spark")).localCheckpoint()
+    counts = None if counting is None else _counts(counting, state, view, window)
+    if counts is not None and batch is not None:
+        first = _first_here(spark, view, arg, counting, counts, batch, window)
+    else:
+        counted = None if counts is None else _register_counts(spark, view, arg, counts, emit.rel("lost", view.name))
+        first = query(spark, to_dialect(emit.minmax_recompute(view, arg, changed, window.cond, old_counts=counted),
+                                        "spark")).localCheckpoint()
     name = emit.rel("first", f"{view.name}_{arg.index}")
     first.createOrReplaceTempView(name)
     resolved = query(spark, to_dialect(emit.resolved_groups(name, window.exact), "spark"))
@@ -393,17 +420,23 @@ def _extremes_by_month(spark: SparkSession, plan: Plan, view: View, arg: Argumen
     return resolved.unionByName(again)
 
 
-def _base_counts(spark: SparkSession, plan: Plan, lake: Lake, state: LakeState, view: View, arg: Argument,
-                 groups: DataFrame, groups_name: str, window: emit.Window | None = None) -> str | None:
-    """The base's term of minmax_recompute for `groups` (the relation `groups_name`) counted in this process
-    (runtime.delta.value_counts: one pass over the fact's files, the keys' and the argument's columns only, in
-    `window`'s months and values when given), registered as a relation: returns its name, for minmax_recompute's
-    old_counts. Spark's plan of that term reads the same columns of every row but probes each against the groups
-    in one task per file, several times slower. None when the counts are not made here exactly as Spark would
-    (the caller's query reads the base): a grand total; the view reads a map, joins a dimension or filters; a key
-    or the argument is not a column of the fact as it stands, or the argument is a key; a key of floating point
-    or a timestamp, an argument not a DATE; the lake's columns not as declared; a NULL key; or more than
-    DRIVER_ROWS groups."""
+class _Counting(NamedTuple):
+    """A view whose base term of an exact MIN/MAX the command counts (_counting), for some groups."""
+
+    snap: delta.DeltaSnapshot
+    keys: list[str]  # the fact's columns that are the view's keys (declared names), in the keys' order
+    value: str  # the fact's column the MIN/MAX is of
+    lake_names: dict[str, str]  # declared name -> the lake's
+    probe: pa.Table  # the groups, by `keys`
+
+
+def _counting(spark: SparkSession, plan: Plan, lake: Lake, state: LakeState, view: View, arg: Argument,
+              groups: DataFrame) -> _Counting | None:
+    """Whether the base's term of minmax_recompute for `groups` is counted in this process exactly as Spark would
+    (runtime.delta.value_counts), and what it reads. None (the caller's query reads the base): a grand total; the
+    view reads a map, joins a dimension or filters; a key or the argument is not a column of the fact as it stands
+    (as declared, in its declared type), or the argument is a key; a key of floating point or a timestamp, an
+    argument not a DATE; the lake's columns not as declared; a NULL key; or more than DRIVER_ROWS groups."""
     columns = emit.fact_columns(view, arg)
     version = state.version(view.fact)
     if columns is None or not view.keys or version is None or arg.type.upper() != "DATE":
@@ -416,28 +449,65 @@ def _base_counts(spark: SparkSession, plan: Plan, lake: Lake, state: LakeState, 
     if value in keys or any(n not in declared or types.family(declared[n].type) in ("float", "timestamp")
                             for n in [*keys, value]):
         return None
+    if declared[value].type.upper() != "DATE" or any(declared[n].type != k.type for n, k in zip(keys, view.keys)):
+        return None
     snap = delta.snapshot(lake.table_path(view.fact), version)
     lake_names = driver_checks.held_as_declared(snap, table)
     if lake_names is None or snap.mapped:
         return None
-    lake_name = dict(zip(table.column_names, lake_names))
     batches = list(arrow_batches(groups.select(*[ident(k.name, "spark") for k in view.keys]).limit(DRIVER_ROWS + 1)))
     probe = pa.Table.from_batches(batches) if batches else None
     if probe is None or probe.num_rows > DRIVER_ROWS or any(c.null_count for c in probe.columns):
         return None
+    return _Counting(snap, keys, value, dict(zip(table.column_names, lake_names)), probe.rename_columns(keys))
+
+
+def _counts(counting: _Counting, state: LakeState, view: View, window: emit.Window | None = None) -> pa.Table | None:
+    """The base's term counted (runtime.delta.value_counts, in `window`'s months and values when given): the keys
+    (the fact's declared names), `_v` and `_n`; None when Arrow's join or cast does not take a key's type."""
+    c = counting
     by_month = window is not None and state.partitions.get(view.fact) is not None
+    lake_keys = [c.lake_names[k] for k in c.keys]
     try:
-        counts, read = delta.value_counts(snap, [lake_name[k] for k in keys], lake_name[value],
-                                          probe.rename_columns([lake_name[k] for k in keys]),
+        counts, read = delta.value_counts(c.snap, lake_keys, c.lake_names[c.value], c.probe.rename_columns(lake_keys),
                                           below=window.upto if window else None, since=window.since if window else None,
                                           partitions=set(window.months) if by_month else None)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # a key type Arrow's join or cast does not take
         return None
     count_local("base", view.fact, read)
+    return counts.rename_columns([*c.keys, "_v", "_n"])
+
+
+def _register_counts(spark: SparkSession, view: View, arg: Argument, counts: pa.Table, groups_name: str) -> str:
+    """`counts` (_counts) registered as a relation for minmax_recompute's old_counts: returns its name."""
     name = emit.rel("counted", f"{groups_name}_{arg.index}")
     counts = counts.rename_columns([k.name for k in view.keys] + ["_v", "_n"])
     F.broadcast(spark.createDataFrame(counts)).createOrReplaceTempView(name)
     return name
+
+
+def _first_here(spark: SparkSession, view: View, arg: Argument, counting: _Counting, counts: pa.Table,
+                batch: tuple[pa.Table, pa.Table], window: emit.Window) -> DataFrame:
+    """minmax_recompute's first pass made here (driver_checks.first_extremes) from the base's term counted and the
+    batch's rows, as a relation of its columns and types (the view's keys, _x_min_<i>, _x_max_<i>)."""
+    ins, dels = batch
+    found = driver_checks.first_extremes(counts, ins, dels, counting.keys, counting.value, counting.probe,
+                                         window.upto, window.since)
+    names = [k.name for k in view.keys] + [f"_x_min_{arg.index}", f"_x_max_{arg.index}"]
+    return F.broadcast(spark.createDataFrame(found.rename_columns(names)))
+
+
+def _base_counts(spark: SparkSession, plan: Plan, lake: Lake, state: LakeState, view: View, arg: Argument,
+                 groups: DataFrame, groups_name: str, window: emit.Window | None = None) -> str | None:
+    """The base's term of minmax_recompute for `groups` (the relation `groups_name`) counted in this process
+    (runtime.delta.value_counts: one pass over the fact's files, the keys' and the argument's columns only, in
+    `window`'s months and values when given), registered as a relation: returns its name, for minmax_recompute's
+    old_counts. Spark's plan of that term reads the same columns of every row but probes each against the groups
+    in one task per file, several times slower. None when the counts are not made here exactly as Spark would
+    (_counting; the caller's query reads the base)."""
+    counting = _counting(spark, plan, lake, state, view, arg, groups)
+    counts = None if counting is None else _counts(counting, state, view, window)
+    return None if counts is None else _register_counts(spark, view, arg, counts, groups_name)
 
 
 def _small_night(plan: Plan, lake: Lake, state: LakeState, info: BatchInfo) -> bool:

@@ -220,10 +220,11 @@ class BatchGenerator:
     CITIES = [("springfield", "north"), ("shelbyville", "north"), ("ogdenville", "south"), (None, "south"), ("capital", None)]
     CATEGORIES = ["c0", "c1", "c2", None]
 
-    def __init__(self, seed: int, model: Model):
+    def __init__(self, seed: int, model: Model, days: int = 5):
         self.r = random.Random(seed)
         self.model = model
         self.next_store, self.next_item = 1, 1
+        self.days = days  # a sale's date: one of the days + 1 from 2026-01-01 on
 
     def _price(self):
         return None if self.r.random() < 0.1 else Decimal(self.r.randint(1, 999)) / 100
@@ -231,7 +232,7 @@ class BatchGenerator:
     def _sale(self, store=None, item=None):
         stores = [s[0] for s in self.model.tables["stores"]]
         items = [i[0] for i in self.model.tables["items"]]
-        date = None if self.r.random() < 0.05 else dt.date(2026, 1, 1) + dt.timedelta(days=self.r.randint(0, 5))
+        date = None if self.r.random() < 0.05 else dt.date(2026, 1, 1) + dt.timedelta(days=self.r.randint(0, self.days))
         qty = None if self.r.random() < 0.1 else self.r.randint(1, 6)
         return (store or self.r.choice(stores), item or self.r.choice(items), date, qty, self._price())
 

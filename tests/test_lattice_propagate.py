@@ -179,3 +179,53 @@ def test_propagate_level_by_level_equals_one_job(tmp_path, spark):
         for v in cycle.plan.views:
             assert bag(cycle.warehouse.read_view(v)) == expected[v.name], f"batch {batch}: {v.name} != recomputation"
     cycle.close()
+
+
+def test_change_distincts_counted_in_the_command_are_sparks_exact_counts(tmp_path, spark):
+    """The cost model's statistics counted in the command (driver_checks.change_distincts: the batch's changed fact
+    rows joined to each dimension after the batch) are the distinct counts Spark finds over the relations the
+    batch's checks registered, for every combination the plan measures, night after night (nights that change a
+    dimension too)."""
+    from pyspark.sql import functions as F
+
+    from runtime.night import statistics_wanted
+    from spark_jobs import driver_checks
+    from spark_jobs.changes import load_batch
+
+    root = make_project(tmp_path / "p", VIEWS, maintain="incremental")
+    cycle = Cycle(load_project(root), spark=spark, progress=lambda _: None)
+    plan = cycle.plan
+    wanted = statistics_wanted(plan, lattice_shape(plan))
+    tables = {t.name.lower(): t for t in plan.schema.base_tables}
+    model = Model()
+    gen = BatchGenerator(11, model)
+    compared = dimension_nights = 0
+    for n in range(6):
+        batch = f"b{n:04d}"
+        changes = gen.initial() if n == 0 else gen.night()
+        write_changes(root, batch, changes)
+        state = cycle.lake.state()
+        load_batch(spark, cycle.lake, plan, batch, state)
+        rows = driver_checks.BatchRows(cycle.lake, state, cycle.lake.batch_files(batch, list(tables)), plan.fact_tables)
+        for fact, combos in wanted.items():
+            joins = list({(j.child, j.parent): j for v in plan.lake_views if v.fact == fact for j in v.joins}.values())
+            counted = driver_checks.change_distincts(rows, plan.schema.table(fact), joins, tables, combos)
+            assert counted is not None, f"{batch}: {fact}'s changes and dimensions are small"
+            joined = spark.table(f"__ns_ins_{fact}").unionByName(spark.table(f"__ns_del_{fact}"))
+            joined = joined.select(*[F.col(c).alias(f"{fact}.{c}") for c in joined.columns])
+            for j in joins:
+                parent = spark.table(f"__ns_new_{j.parent}")
+                parent = parent.select(*[F.col(c).alias(f"{j.parent}.{c}") for c in parent.columns])
+                cond = [F.col(f"`{j.child}.{c}`") == F.col(f"`{j.parent}.{p}`")
+                        for c, p in zip(j.child_columns, j.parent_columns)]
+                joined = joined.join(parent, cond, "inner")
+            for combo, count in zip(combos, counted):
+                names = [f"`{t}.{c}`" for t, c in combo]
+                expected = joined.select(*names).distinct().count()
+                assert count == expected, (batch, fact, combo)
+                compared += 1
+        dimension_nights += bool(changes.get("stores") or changes.get("items"))
+        cycle.run(batch)
+        model.apply(changes)
+    assert compared and dimension_nights
+    cycle.close()

@@ -266,3 +266,23 @@ def test_a_fact_table_is_laid_out_by_month_once_it_is_large_unless_the_project_s
     assert main(["plan", "--project", str(root)]) == 0
     assert "pos: one table ([lake] partition_by pos = false)" in capsys.readouterr().out
     cycle.close()
+
+
+@pytest.mark.parametrize("seed", [5, 17])
+def test_random_nights_keep_the_earliest_and_latest_sale_exact_by_month(tmp_path, spark, quiet, seed):
+    """Random nights (a group's earliest row deleted, duplicates, a row deleted and inserted again, a store's
+    every sale gone) over a base laid out by month, with views taking the MIN and MAX of the date per store: the
+    lost extremes' first pass, made in the command from the batch's rows and the base's counts, and every pass
+    after it keep the views equal to their recomputation."""
+    root = make_project(tmp_path / "p", FIRST_LAST, maintain="incremental")
+    _partition(root)
+    cycle = Cycle(load_project(root), spark=spark, progress=quiet)
+    model = Model()
+    gen = BatchGenerator(seed, model, days=150)  # sales over five months: a lost extreme's month is one of several
+    for n in range(8):
+        changes = gen.initial() if n == 0 else gen.night()
+        write_changes(root, f"b{n:04d}", changes)
+        cycle.run(f"b{n:04d}")
+        model.apply(changes)
+        check_served(cycle, model, FIRST_LAST, f"b{n:04d}")
+    cycle.close()
