@@ -647,6 +647,16 @@ def row_words(arrays: list[pa.Array]) -> np.ndarray | None:
     return words
 
 
+def _among(words: np.ndarray, known: np.ndarray) -> np.ndarray:
+    """Which of `words` are in `known` (sorted): a mask, by binary search (a hash set of `known` built for every
+    batch costs more than the lookups)."""
+    if not len(known):
+        return np.zeros(len(words), dtype=bool)
+    at = np.searchsorted(known, words)
+    at[at == len(known)] = 0
+    return known[at] == words
+
+
 def _row_groups(snap: DeltaSnapshot, partitions: set | None) -> list[tuple]:
     """The row groups a pass over `snap` reads, each (file, its partition values, its footer, row group, the
     group's first row in the file): every live file's, or (`partitions`) only the files whose first partition
@@ -703,9 +713,9 @@ def matching_rows(snap: DeltaSnapshot, columns: list[str], probe: pa.Table, keys
                 pa.schema([wanted.field(k) for k in sift])).columns])
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             sift = []
-    known = pa.array(np.unique(probe_words).view(np.int64)) if sift else None
-    if sift:  # a bitmap over the words' high bits, about 16 bits per probe word: most rows leave at one lookup there
-        bits = min(24, max(16, int(np.ceil(np.log2(16 * max(1, len(known)))))))
+    known = np.unique(probe_words) if sift else None  # sorted: a row's word is looked up by binary search
+    if sift:  # a bitmap over the words' high bits, about 64 bits per probe word: most rows leave at one lookup there
+        bits = min(24, max(16, int(np.ceil(np.log2(64 * max(1, len(known)))))))
         shift = np.uint64(64 - bits)
         sieve = np.zeros(1 << bits, dtype=np.bool_)
         sieve[(probe_words >> shift).astype(np.intp)] = True
@@ -726,7 +736,7 @@ def matching_rows(snap: DeltaSnapshot, columns: list[str], probe: pa.Table, keys
             if sifted:
                 words = row_words([batch.column(k) for k in sift])
                 hit = np.flatnonzero(sieve[(words >> shift).astype(np.intp)])
-                hit = hit[pc.is_in(pa.array(words[hit].view(np.int64)), value_set=known).to_numpy(zero_copy_only=False)]
+                hit = hit[_among(words[hit], known)]
                 batch, rows = batch.take(pa.array(hit)), rows[hit]
             if keep is not None:  # rows past the vector's end are kept
                 inside = rows < len(keep)
