@@ -581,7 +581,8 @@ def _write_together(frames: list[tuple[ViewStep, View, DataFrame]], out: Path, r
     if here and all(isinstance(f.dataType, PLAIN_TYPES) for _, fs in fields for f in fs):
         _write_here(union, out)
     else:
-        union.repartition(PART).write.mode("overwrite").option("partitionOverwriteMode", "dynamic").partitionBy(PART) \
+        # each part's last stage writes its own rows (no shuffle of the union into one task per part first)
+        union.write.mode("overwrite").option("partitionOverwriteMode", "dynamic").partitionBy(PART) \
             .parquet(str(out))
 
 
