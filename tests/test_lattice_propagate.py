@@ -200,7 +200,7 @@ def test_change_distincts_counted_in_the_command_are_sparks_exact_counts(tmp_pat
     model = Model()
     gen = BatchGenerator(11, model)
     compared = dimension_nights = 0
-    for n in range(6):
+    for n in range(4):
         batch = f"b{n:04d}"
         changes = gen.initial() if n == 0 else gen.night()
         write_changes(root, batch, changes)
@@ -219,10 +219,11 @@ def test_change_distincts_counted_in_the_command_are_sparks_exact_counts(tmp_pat
                 cond = [F.col(f"`{j.child}.{c}`") == F.col(f"`{j.parent}.{p}`")
                         for c, p in zip(j.child_columns, j.parent_columns)]
                 joined = joined.join(parent, cond, "inner")
-            for combo, count in zip(combos, counted):
-                names = [f"`{t}.{c}`" for t, c in combo]
-                expected = joined.select(*names).distinct().count()
-                assert count == expected, (batch, fact, combo)
+            # one job: each combination's distinct values (a struct with NULL fields is one value, as a group)
+            expected = joined.agg(*[F.countDistinct(F.struct(*[F.col(f"`{t}.{c}`") for t, c in combo])).alias(f"c{i}")
+                                    for i, combo in enumerate(combos)]).collect()[0]
+            for i, (combo, count) in enumerate(zip(combos, counted)):
+                assert count == expected[f"c{i}"], (batch, fact, combo)
                 compared += 1
         dimension_nights += bool(changes.get("stores") or changes.get("items"))
         cycle.run(batch)
