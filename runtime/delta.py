@@ -767,6 +767,15 @@ def matching_rows(snap: DeltaSnapshot, columns: list[str], probe: pa.Table, keys
     return pa.concat_tables(parts), sum(n for _, n in found)
 
 
+def within(values: pa.ChunkedArray | pa.Array, below=None, since=None) -> pa.ChunkedArray | pa.Array:
+    """Which of `values` are not NULL and are below `below` or from `since` on (either bound None: no such side;
+    both None: every value): a mask, the bounds of value_counts and of a lost extreme's first pass
+    (lattice.emit.Window's upto and since)."""
+    sides = ([pc.less(values, pa.scalar(below, values.type))] if below is not None else []) + \
+        ([pc.greater_equal(values, pa.scalar(since, values.type))] if since is not None else [])
+    return pc.or_(*sides) if len(sides) == 2 else sides[0] if sides else pc.is_valid(values)
+
+
 def value_counts(snap: DeltaSnapshot, keys: list[str], value: str, probe: pa.Table, below=None, since=None,
                  partitions: set | None = None) -> tuple[pa.Table, int]:
     """How many live rows of `snap` hold each (keys, value), over the rows whose `keys` equal a row of `probe`
@@ -789,16 +798,13 @@ def value_counts(snap: DeltaSnapshot, keys: list[str], value: str, probe: pa.Tab
         pf = pq.ParquetFile(f, metadata=meta)  # a reader of its own: one ParquetFile is not shared by threads
         if not all(c in set(pf.schema_arrow.names) for c in columns):  # a column added since: NULL, matching nothing
             return wanted.empty_table(), 0
-        keep, kind, parts, read = snap.keep.get(f), wanted.field(value).type, [], 0
+        keep, parts, read = snap.keep.get(f), [], 0
         for batch in pf.iter_batches(batch_size=MATCH_BATCH, row_groups=[g], columns=columns, use_threads=few):
             data = pa.Table.from_batches([batch]).cast(wanted)
             if keep is not None:
                 data = data.filter(_keep_slice(keep, first + read, data.num_rows))
             read += batch.num_rows
-            held = data.column(value)
-            sides = ([pc.less(held, pa.scalar(below, kind))] if below is not None else []) + \
-                ([pc.greater_equal(held, pa.scalar(since, kind))] if since is not None else [])
-            data = data.filter(pc.or_(*sides) if len(sides) == 2 else sides[0] if sides else pc.is_valid(held))
+            data = data.filter(within(data.column(value), below, since))
             parts.append(data.join(probe, keys, join_type="left semi", use_threads=False))
         return (pa.concat_tables(parts) if parts else wanted.empty_table()), read
 

@@ -148,18 +148,20 @@ def local_rows(spark: SparkSession, table: Table, rows: pa.Table | None) -> Data
 
 
 def load_batch(spark: SparkSession, lake: Lake, plan: Plan, batch: str, state: LakeState,
-               checked: bool = False, rewrite_below: int = DEFAULT_REWRITE_BELOW) -> BatchInfo:
+               checked: bool = False, rewrite_below: int = DEFAULT_REWRITE_BELOW,
+               rows: driver_checks.BatchRows | None = None) -> BatchInfo:
     """Validate batch `batch` and register its relations; raises BadChangeBatch on any problem.
 
     File-level checks (columns, types, _op values, NOT NULL) run on the driver with pyarrow over
     the change files only; checks against the base (deletes exist, keys, foreign keys) run in Spark.
     checked: the night's first propagate step already ran the checks against the base for this base
     state (a later level of the same night): only the relations are registered. rewrite_below: as
-    apply-base's (lake_tables.written_whole: no record of the matched rows for a table written anew).
+    apply-base's (lake_tables.written_whole: no record of the matched rows for a table written anew). rows: the
+    batch's rows (driver_checks.BatchRows of this batch and state) when the caller reads them too, each read once.
     """
-    tables = [t.name for t in plan.schema.base_tables]
-    files = lake.batch_files(batch, tables)
-    rows = driver_checks.BatchRows(lake, state, files, plan.fact_tables)
+    rows = rows or driver_checks.BatchRows(lake, state, lake.batch_files(batch, [t.name for t in plan.schema.base_tables]),
+                                           plan.fact_tables)
+    files = rows.files
     inserted, deleted = {}, {}
     for t in plan.schema.base_tables:  # every file checked before any is read whole
         inserted[t.name], deleted[t.name] = _check_files(t, batch, files.get(t.name, []))

@@ -382,9 +382,10 @@ def change_distincts(rows: BatchRows, fact: Table, joins, tables: dict[str, Tabl
         right = _prefixed(after(parent, old, *parent_changes), parent)
         left_keys = [_label(tables[j.child.lower()], c) for c in j.child_columns]
         right_keys = [_label(parent, c) for c in j.parent_columns]
-        try:
-            right = right.cast(pa.schema([pa.field(f.name, joined.schema.field(left_keys[right_keys.index(f.name)]).type)
-                                          if f.name in right_keys else f for f in right.schema]))
+        left_of = dict(zip(right_keys, left_keys))
+        try:  # the parent's keys in the child's types, as Spark compares them
+            right = right.cast(pa.schema([joined.schema.field(left_of[f.name]).with_name(f.name) if f.name in left_of
+                                          else f for f in right.schema]))
             joined = joined.join(right, left_keys, right_keys, join_type="inner", coalesce_keys=False,
                                  use_threads=False)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # key types Arrow does not cast or join exactly
@@ -431,11 +432,7 @@ def first_extremes(counts: pa.Table, ins: pa.Table, dels: pa.Table, keys: list[s
     probe = groups.select(keys)
     terms = [counts.select([*keys, "_v", "_n"])]
     for rows, sign in ((ins, 1), (dels, -1)):
-        held = rows.column(value)
-        sides = ([pc.less(held, pa.scalar(below, held.type))] if below is not None else []) + \
-            ([pc.greater_equal(held, pa.scalar(since, held.type))] if since is not None else [])
-        kept = rows.select([*keys, value]).filter(pc.or_(*sides) if len(sides) == 2 else sides[0] if sides
-                                                   else pc.is_valid(held))
+        kept = rows.select([*keys, value]).filter(delta.within(rows.column(value), below, since))
         kept = kept.join(probe.cast(kept.select(keys).schema), keys, join_type="left semi", use_threads=False)
         terms.append(pa.table([*kept.select(keys).columns, kept.column(value),
                                pa.array(np.full(kept.num_rows, sign, dtype=np.int64))], names=[*keys, "_v", "_n"]))

@@ -63,11 +63,11 @@ def _propagate(spark: SparkSession, plan: Plan, lake: Lake, batch: str, state: L
     planned = lake.read_night(batch) if level else None  # level 0 checked the batch when it planned the night
     checked = planned is not None and planned.plan == plan.fingerprint and state.planned(planned)
     progress(f"propagate {batch}: reading " + ("the change batch (checked by level 0)" if checked else "and checking the change batch"))
-    info = load_batch(spark, lake, plan, batch, state, checked, options.rewrite_below)
-    # the batch's rows where they are small (read when first asked for): the plan's statistics and a lost extreme's
-    # first pass are made from them in this process
+    # the batch's rows where they are small (read when first asked for): the checks, the plan's statistics and a lost
+    # extreme's first pass are made from them in this process
     rows = driver_checks.BatchRows(lake, state, lake.batch_files(batch, [t.name for t in plan.schema.base_tables]),
                                    plan.fact_tables)
+    info = load_batch(spark, lake, plan, batch, state, checked, options.rewrite_below, rows)
     progress(f"propagate {batch}: {info.rows} change rows ({info.describe()}) "
              f"{'read' if checked else 'checked'} in {time.perf_counter() - t0:.1f}s")
     t_plan = time.perf_counter()
@@ -362,11 +362,11 @@ def _summary_delta(spark: SparkSession, plan: Plan, view: View, step: ViewStep, 
         F.broadcast(lost).createOrReplaceTempView(emit.rel("lost", view.name))
         for arg in emit.minmax_arguments(view):
             exact = None
+            counting = None if none_lost else _counting(spark, plan, lake, state, view, arg, lost)
             if arg.index in step.by_month and not none_lost:
-                exact = _extremes_by_month(spark, plan, view, arg, changed, lake, state, rows, lost)
+                exact = _extremes_by_month(spark, plan, view, arg, changed, lake, state, rows, counting)
             if exact is None:
-                counted = None if none_lost else _base_counts(spark, plan, lake, state, view, arg, lost,
-                                                              emit.rel("lost", view.name))
+                counted = _base_counts(spark, state, view, arg, counting, emit.rel("lost", view.name))
                 exact = query(spark, to_dialect(emit.minmax_recompute(view, arg, changed, old_counts=counted), "spark"))
             if none_lost:
                 exact = exact.limit(0)  # Spark's optimizer drops the whole scan under LIMIT 0
@@ -379,17 +379,18 @@ def _summary_delta(spark: SparkSession, plan: Plan, view: View, step: ViewStep, 
 
 
 def _extremes_by_month(spark: SparkSession, plan: Plan, view: View, arg: Argument, changed: frozenset[str],
-                       lake: Lake, state: LakeState, rows: driver_checks.BatchRows, lost: DataFrame) -> DataFrame | None:
-    """The exact MIN/MAX of `arg` (the date column the base's months are of) for the lost groups (`lost`), reading
+                       lake: Lake, state: LakeState, rows: driver_checks.BatchRows, counting: _Counting | None
+                       ) -> DataFrame | None:
+    """The exact MIN/MAX of `arg` (the date column the base's months are of) for the lost groups, reading
     the months where the lost extremes were first: a group whose MIN lay in a month keeps, almost always,
     another value in that month, and the first pass reads every row up to that month's end, so the smallest
     value it finds is exact. Only the groups it leaves unresolved (none left in those months) are read again
     over every month. None: no deleted value marks where the extremes were, or the first pass would read
     every month (the caller reads them all once).
 
-    Where the base's term is counted here (_counting) and the batch's rows of the fact are known here (`rows`), the
-    bounds and the first pass are made here too (driver_checks.deleted_bounds, first_extremes): no Spark query."""
-    counting = _counting(spark, plan, lake, state, view, arg, lost)
+    Where the base's term is counted here (`counting`, _counting of the lost groups) and the batch's rows of the fact
+    are known here (`rows`), the bounds and the first pass are made here too (driver_checks.deleted_bounds,
+    first_extremes): no Spark query."""
     batch = rows.changes(plan.schema.table(view.fact)) if counting is not None else None
     if batch is not None:
         lo, hi = driver_checks.deleted_bounds(batch[1], counting.keys, counting.value, counting.probe)
@@ -414,7 +415,7 @@ def _extremes_by_month(spark: SparkSession, plan: Plan, view: View, arg: Argumen
         return resolved
     rest_name = emit.rel("rest", f"{view.name}_{arg.index}")
     F.broadcast(rest).createOrReplaceTempView(rest_name)
-    counted = _base_counts(spark, plan, lake, state, view, arg, rest, rest_name)
+    counted = _base_counts(spark, state, view, arg, _counting(spark, plan, lake, state, view, arg, rest), rest_name)
     again = query(spark, to_dialect(emit.minmax_recompute(view, arg, changed, lost=rest_name, old_counts=counted),
                                     "spark"))
     return resolved.unionByName(again)
@@ -497,16 +498,15 @@ def _first_here(spark: SparkSession, view: View, arg: Argument, counting: _Count
     return F.broadcast(spark.createDataFrame(found.rename_columns(names)))
 
 
-def _base_counts(spark: SparkSession, plan: Plan, lake: Lake, state: LakeState, view: View, arg: Argument,
-                 groups: DataFrame, groups_name: str, window: emit.Window | None = None) -> str | None:
-    """The base's term of minmax_recompute for `groups` (the relation `groups_name`) counted in this process
-    (runtime.delta.value_counts: one pass over the fact's files, the keys' and the argument's columns only, in
-    `window`'s months and values when given), registered as a relation: returns its name, for minmax_recompute's
-    old_counts. Spark's plan of that term reads the same columns of every row but probes each against the groups
-    in one task per file, several times slower. None when the counts are not made here exactly as Spark would
-    (_counting; the caller's query reads the base)."""
-    counting = _counting(spark, plan, lake, state, view, arg, groups)
-    counts = None if counting is None else _counts(counting, state, view, window)
+def _base_counts(spark: SparkSession, state: LakeState, view: View, arg: Argument, counting: _Counting | None,
+                 groups_name: str) -> str | None:
+    """The base's term of minmax_recompute for the groups `counting` was made for (the relation `groups_name`)
+    counted in this process (runtime.delta.value_counts: one pass over the fact's files, the keys' and the
+    argument's columns only), registered as a relation: returns its name, for minmax_recompute's old_counts.
+    Spark's plan of that term reads the same columns of every row but probes each against the groups in one task
+    per file, several times slower. None when the counts are not made here exactly as Spark would (`counting`
+    None, _counting; the caller's query reads the base)."""
+    counts = None if counting is None else _counts(counting, state, view)
     return None if counts is None else _register_counts(spark, view, arg, counts, groups_name)
 
 
