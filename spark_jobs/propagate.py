@@ -25,6 +25,7 @@ from pyspark.sql import functions as F
 from lattice import emit, types
 from lattice.dlattice import lattice_shape
 from lattice.ir import Argument, ColumnRef, Plan, View
+from lattice.refresh import delta_columns
 from lattice.sql import ident, to_dialect
 from runtime import delta
 from runtime.errors import BatchOrderError, ConfigError
@@ -37,7 +38,7 @@ from spark_jobs import driver_checks
 from spark_jobs.changes import load_batch
 from spark_jobs.lake_tables import DRIVER_ROWS
 from spark_jobs.metrics import ReadMeter, count_local
-from spark_jobs.nested import read_copy, small_copy, view_changes
+from spark_jobs.nested import read_copy, small_copy, view_changes, write_update
 from spark_jobs.recompute import column_types, recompute_frame, with_holistic_values
 from spark_jobs.session import PLAIN_TYPES, arrow_batches, query
 
@@ -182,11 +183,43 @@ def _copies(spark: SparkSession, plan: Plan, lake: Lake, night: NightPlan, state
     for step in night.copies:
         if step.level == level:
             view = plan.view(step.view)
-            view_changes(spark, view, read_copy(spark, lake, view, state), final_delta(view.name),
-                         lake.copy_update_dir(night.batch, view.name), change_set=not last,
-                         here=small and small_copy(lake.rows(view.name, state)))
+            rows = lake.rows(view.name, state)
+            out = lake.copy_update_dir(night.batch, view.name)
+            copy = _copy_rows(lake, view, state, rows)
+            # a last-level copy: its summary-delta as written, read here; its changed groups' rows made here too
+            sd = _written_delta(lake, plan, night, view) if last and copy is not None else None
+            if sd is None or not write_update(view, copy, sd, out):
+                view_changes(spark, view, read_copy(spark, lake, view, state), final_delta(view.name), out,
+                             change_set=not last, here=small and small_copy(rows), rows=copy)
             updated.append(view.name)
     return updated
+
+
+def _written_delta(lake: Lake, plan: Plan, night: NightPlan, view: View) -> pa.Table | None:
+    """A view's final summary-delta as _write_together wrote it (_stored_delta's rows) read in this process: its
+    columns without their prefix; None when it is more than DRIVER_ROWS rows."""
+    step = night.view(view.name)
+    if parquet_rows(lake.delta_root(night.batch) / f"{PART}={step.part}") > DRIVER_ROWS:
+        return None
+    files = lake.delta_files(night.batch, step.part)
+    if not files:  # no changed group
+        return pa.table({c: pa.array([], driver_checks.arrow_type(t)) for c, t in delta_columns(view)})
+    cols = [k.name for k in view.keys] + [s.column for s in view.stored] + [emit.LOST]
+    rows = pq.read_table(files, columns=[step.prefix + c for c in cols]).rename_columns(cols)
+    # a timestamp's time zone as Spark's writer marks it is left to Spark's own reading
+    return None if any(pa.types.is_timestamp(f.type) for f in rows.schema) else rows
+
+
+def _copy_rows(lake: Lake, view: View, state: LakeState, rows: int) -> pa.Table | None:
+    """A small lake copy's rows at the state `state` read in this process (deletion vectors honoured), for
+    nested.view_changes to make its changed groups' rows here (one read of the copy, count_local); None for a large
+    copy, or none yet."""
+    version = state.version(view.name)
+    if version is None or not small_copy(rows):
+        return None
+    held = delta.read_snapshot(delta.snapshot(lake.table_path(view.name), version))
+    count_local("copy", view.name, held.num_rows)
+    return held
 
 
 def _old_extremes(spark: SparkSession, plan: Plan, lake: Lake, night: NightPlan, state: LakeState, level: int) -> None:
