@@ -175,8 +175,9 @@ def _copies(spark: SparkSession, plan: Plan, lake: Lake, night: NightPlan, state
             final_delta: Callable[[str], DataFrame]) -> list[str]:
     """The change sets of the copied views (Plan.copied_views) whose points run at `level` (spark_jobs/nested):
     each from its lake copy and its final summary-delta (final_delta(view)); their copies' next rows
-    are written under _copies/ for apply-base (by this process for a small copy whose change set no view reads
-    on a small night). Returns the views whose copies it updated."""
+    are written under _copies/ for apply-base. A small copy's (nested.small_copy) are made in this process from its
+    rows read here and its summary-delta: the one final_delta gives, streamed here, at an earlier level; the one the
+    night wrote at the last (_written_delta). Returns the views whose copies it updated."""
     updated = []
     last = level == len(night.levels)  # no view reads these copies' change sets: their new rows are only written
     small = last and any(step.level == level for step in night.copies) and _small_night(plan, lake, state, night.info)
