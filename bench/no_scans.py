@@ -21,8 +21,11 @@ and the same four nights on each, one after the other:
 Per night and project: rows of pos propagate read (the manifest's Spark scan metrics), propagate, the
 window (refresh) beside a bare MERGE of the same summary-delta rows (bench/measure.bare_merge),
 apply-base, and the bytes the night wrote to the lake (every file under lake/ but the change batches that
-propagate, refresh or apply-base created or rewrote) against the batch's own Parquet files; then Spark rematerialize along the lattice and DuckDB recompute of every view, once, on
-project 1's final state. Writes bench/NO_SCANS.md with the load at the start: run it on an idle machine.
+propagate, refresh or apply-base created or rewrote) against the batch's own Parquet files; DuckDB's recompute of
+every view timed on the state each night starts from (before the night's batch is written); then Spark rematerialize
+along the lattice and DuckDB recompute of every view, once, on the first project's final state. --kinds by_month:
+only the second project (the baselines on its final state). Writes bench/NO_SCANS.md with the load at the start:
+run it on an idle machine.
 """
 
 from __future__ import annotations
@@ -55,12 +58,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fraction", type=float, default=0.001, help="fact changes of a night, as a fraction of --pos")
     p.add_argument("--work", default=str(HERE / "out" / "no_scans"))
     p.add_argument("--out", default=str(HERE / "NO_SCANS.md"))
+    p.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS), help="the projects to run")
     args = p.parse_args(argv)
     load = os.getloadavg()[0]
     work = Path(args.work)
     shutil.rmtree(work, ignore_errors=True)
     run(work / "warm-up", 20_000, args.fraction, "by_month")  # JVM and Spark warm before the first clock
-    results = {kind: run(work / kind, args.pos, args.fraction, kind) for kind in KINDS}
+    results = {kind: run(work / kind, args.pos, args.fraction, kind,
+                         baselines=("rematerialize", "duckdb") if kind == args.kinds[0] else (), duckdb_each=True)
+               for kind in args.kinds}
     write_report(Path(args.out), args, load, results)
     print(f"wrote {args.out}")
     return 0
@@ -107,10 +113,11 @@ def dimension(gen: RetailGenerator, day: int, changes: int) -> dict[str, pd.Data
 
 
 def run(root: Path, rows: int, fraction: float, kind: str, setup=None, nights: tuple[str, ...] = NIGHTS,
-        baselines: tuple[str, ...] | None = None) -> dict:
+        baselines: tuple[str, ...] | None = None, duckdb_each: bool = False) -> dict:
     """The first load and `nights` on a project `setup(root)` makes (default: project(root, kind)); then `baselines`
     on the final state: "rematerialize" (Spark's, along the lattice) and "duckdb" (DuckDB's recompute of every
-    view); by default both for kind "today", none for the others."""
+    view); by default both for kind "today", none for the others. duckdb_each: DuckDB's recompute timed before each
+night too."""
     (setup or (lambda r: project(r, kind)))(root)
     gen = RetailGenerator(seed=42)
     first = gen.write(root / "lake", rows, 0)[0]
@@ -129,6 +136,7 @@ def run(root: Path, rows: int, fraction: float, kind: str, setup=None, nights: t
             batch = {"pos": gen.insertion_generating(gen.days + n, changes)}
         else:
             batch = dimension(gen, gen.days + n, changes)
+        before = duckdb_recompute(cycle) if duckdb_each else None  # on the state the night starts from
         batch_bytes = sum(write_batch(root / "lake", table, b, frame).stat().st_size for table, frame in batch.items())
         started = time.time()
         propagate = cycle.propagate(b)
@@ -141,7 +149,8 @@ def run(root: Path, rows: int, fraction: float, kind: str, setup=None, nights: t
                      "apply": apply.seconds, "changes": manifest.night.info.rows,
                      "pos_read": manifest.read("base", "pos").rows, "pos_scans": manifest.read("base", "pos").scans,
                      "copies_read": sum(r.rows for r in manifest.rows_read or () if r.kind == "copy"),
-                     "written": written, "batch_bytes": batch_bytes}
+                     "written": written, "batch_bytes": batch_bytes, "duckdb_before": before}
+        print(f"{name}: {out[name]}", flush=True)  # a night's numbers as soon as it ends
     baselines = baselines if baselines is not None else ("rematerialize", "duckdb") if kind == "today" else ()
     if "rematerialize" in baselines:
         out["rematerialize"] = rematerialize(cycle)[0]
@@ -172,11 +181,13 @@ def _rows(cycle: Cycle, name: str) -> int:
 
 
 def write_report(out: Path, args, load: float, r: dict) -> None:
-    today, new = r["today"], r["by_month"]
-    remat, duck = today["rematerialize"], today["duckdb"]
+    names = {"today": "today", "by_month": "by month, maps"}
+    first = r[args.kinds[0]]
+    remat, duck = first["rematerialize"], first["duckdb"]
     label = {"recent": "recent corrections (last 14 days)", "uniform": "update-generating (every date)",
              "insertion": "insertion-generating (a new day)",
              "dimension": "dimension change (1% stores move, 1% items recategorized) + inserts"}
+    loads = ", ".join(f"{names[k]} {r[k]['load']:.1f} s" for k in args.kinds)
     lines = [
         "# Nights that read less of the fact table (bench/no_scans.py)",
         "",
@@ -184,35 +195,40 @@ def write_report(out: Path, args, load: float, r: dict) -> None:
         "",
         f"pos {args.pos:,} rows; nights of {int(args.pos * args.fraction):,} fact changes. Project *today*: Figure 1's "
         f"four views, base unpartitioned. Project *by month, maps*: `[lake] partition_by = {{ pos = \"date\" }}` and "
-        f"{', '.join(MAPPED)} kept over maps. Spark rematerialize along the lattice on today's final state: "
-        f"{remat:.1f} s; DuckDB recompute of every view: {duck:.1f} s. First load: today {today['load']:.1f} s, "
-        f"by month, maps {new['load']:.1f} s.",
+        f"{', '.join(MAPPED)} kept over maps. Projects run: {', '.join(names[k] for k in args.kinds)}. Spark "
+        f"rematerialize along the lattice on the {names[args.kinds[0]]} project's final state: {remat:.1f} s; DuckDB "
+        f"recompute of every view there: {duck:.1f} s. First load: {loads}.",
         "",
         "| night | project | rows of pos read (scans) | lake copies read | propagate (s) | window: refresh (s) | "
-        "bare MERGE (s) | refresh / MERGE | apply-base (s) | total (s) | total / rematerialize | lake bytes written | "
-        "written / batch's Parquet |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "bare MERGE (s) | refresh / MERGE | apply-base (s) | total (s) | total / rematerialize | DuckDB recompute "
+        "before the night (s) | total / DuckDB recompute | lake bytes written | written / batch's Parquet |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     ratios = []  # one line per night and project: whole night / DuckDB recompute
     for night in NIGHTS:
-        for kind, x in (("today", today[night]), ("by month, maps", new[night])):
+        for kind in args.kinds:
+            x = r[kind][night]
             total = x["propagate"] + x["refresh"] + x["apply"]
-            ratios.append(f"- whole night / DuckDB recompute ({label[night].split(' (')[0]}, {kind}): {total / duck:.1f}")
+            ratios.append(f"- whole night / DuckDB recompute ({label[night].split(' (')[0]}, {names[kind]}): "
+                          f"{total / x['duckdb_before']:.2f}")
             lines.append(
-                f"| {label[night]} | {kind} | {x['pos_read']:,} ({x['pos_scans']}) | {x['copies_read']:,} | "
+                f"| {label[night]} | {names[kind]} | {x['pos_read']:,} ({x['pos_scans']}) | {x['copies_read']:,} | "
                 f"{x['propagate']:.1f} | {x['refresh']:.2f} | {x['merge']:.2f} | {x['refresh'] / max(x['merge'], 1e-9):.1f} | "
-                f"{x['apply']:.1f} | {total:.1f} | {total / remat:.3f} | {x['written'] / 1e6:,.1f} MB | "
+                f"{x['apply']:.1f} | {total:.1f} | {total / remat:.3f} | {x['duckdb_before']:.1f} | "
+                f"{total / x['duckdb_before']:.2f} | {x['written'] / 1e6:,.1f} MB | "
                 f"{x['written'] / max(x['batch_bytes'], 1):.1f} |")
+    maps = r["by_month"]["maps"] if "by_month" in r else {}
     lines += [
         "",
-        "Whole night (propagate + refresh + apply-base) against DuckDB's recompute of every view on the same data:",
+        "Whole night (propagate + refresh + apply-base) against DuckDB's recompute of every view on the state the "
+        "night starts from (same run, same machine):",
         "",
         *ratios,
         "",
-        "Maps (lake only, rows): " + ", ".join(f"{n} {v:,}" for n, v in new["maps"].items()) + ".",
-        "",
+        *(["Maps (lake only, rows): " + ", ".join(f"{n} {v:,}" for n, v in maps.items()) + ".", ""] if maps else []),
         "Rows read: the rows of the row groups Spark's Parquet scans read during propagate (the manifest's "
-        "`rows_read`), summed over scans; a cached relation counts once. Total = propagate + refresh + apply-base. "
+        "`rows_read`), summed over scans, and the rows the command read itself; a cached relation counts once. "
+        "Total = propagate + refresh + apply-base. "
         "Lake bytes written: the files under lake/ (the change batches left out) created or rewritten during the "
         "night, against the batch's own Parquet files. "
         "The delete check reads only the months of the deleted rows when the base is laid out by month; the maps "

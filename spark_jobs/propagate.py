@@ -177,7 +177,8 @@ def _copies(spark: SparkSession, plan: Plan, lake: Lake, night: NightPlan, state
     each from its lake copy and its final summary-delta (final_delta(view)); their copies' next rows
     are written under _copies/ for apply-base. A small copy's (nested.small_copy) are made in this process from its
     rows read here and its summary-delta: the one final_delta gives, streamed here, at an earlier level; the one the
-    night wrote at the last (_written_delta). Returns the views whose copies it updated."""
+    night wrote at the last (_written_delta). The copy is read here only once its summary-delta is known to serve
+    (each read counts as one read of the copy). Returns the views whose copies it updated."""
     updated = []
     last = level == len(night.levels)  # no view reads these copies' change sets: their new rows are only written
     small = last and any(step.level == level for step in night.copies) and _small_night(plan, lake, state, night.info)
@@ -186,12 +187,13 @@ def _copies(spark: SparkSession, plan: Plan, lake: Lake, night: NightPlan, state
             view = plan.view(step.view)
             rows = lake.rows(view.name, state)
             out = lake.copy_update_dir(night.batch, view.name)
-            copy = _copy_rows(lake, view, state, rows)
+            held = state.version(view.name) is not None and small_copy(rows)  # a small copy, made before tonight
             # a last-level copy: its summary-delta as written, read here; its changed groups' rows made here too
-            sd = _written_delta(lake, plan, night, view) if last and copy is not None else None
-            if sd is None or not write_update(view, copy, sd, out):
+            sd = _written_delta(lake, plan, night, view) if last and held else None
+            if sd is None or not write_update(view, _copy_rows(lake, view, state), sd, out):
                 view_changes(spark, view, read_copy(spark, lake, view, state), final_delta(view.name), out,
-                             change_set=not last, here=small and small_copy(rows), rows=copy)
+                             change_set=not last, here=small and small_copy(rows),
+                             rows=(lambda v=view: _copy_rows(lake, v, state)) if held and not last else None)
             updated.append(view.name)
     return updated
 
@@ -205,20 +207,16 @@ def _written_delta(lake: Lake, plan: Plan, night: NightPlan, view: View) -> pa.T
     files = lake.delta_files(night.batch, step.part)
     if not files:  # no changed group
         return pa.table({c: pa.array([], driver_checks.arrow_type(t)) for c, t in delta_columns(view)})
-    cols = [k.name for k in view.keys] + [s.column for s in view.stored] + [emit.LOST]
+    cols = [c for c, _ in delta_columns(view)]
     rows = pq.read_table(files, columns=[step.prefix + c for c in cols]).rename_columns(cols)
     # a timestamp's time zone as Spark's writer marks it is left to Spark's own reading
     return None if any(pa.types.is_timestamp(f.type) for f in rows.schema) else rows
 
 
-def _copy_rows(lake: Lake, view: View, state: LakeState, rows: int) -> pa.Table | None:
-    """A small lake copy's rows at the state `state` read in this process (deletion vectors honoured), for
-    nested.view_changes to make its changed groups' rows here (one read of the copy, count_local); None for a large
-    copy, or none yet."""
-    version = state.version(view.name)
-    if version is None or not small_copy(rows):
-        return None
-    held = delta.read_snapshot(delta.snapshot(lake.table_path(view.name), version))
+def _copy_rows(lake: Lake, view: View, state: LakeState) -> pa.Table:
+    """A small lake copy's rows at the state `state` read in this process (deletion vectors honoured), for its changed
+    groups' rows made here (nested.update_rows): one read of the copy (count_local)."""
+    held = delta.read_snapshot(delta.snapshot(lake.table_path(view.name), state.version(view.name)))
     count_local("copy", view.name, held.num_rows)
     return held
 
@@ -236,7 +234,7 @@ def _stored_delta(spark: SparkSession, plan: Plan, lake: Lake, night: NightPlan,
     """A view's final summary-delta as an earlier level wrote it (its part folder, prefixed columns)."""
     step, v = night.view(view), plan.view(view)
     files = lake.delta_files(night.batch, step.part)
-    cols = [k.name for k in v.keys] + [s.column for s in v.stored] + [emit.LOST]
+    cols = [c for c, _ in delta_columns(v)]
     if not files:
         return recompute_frame(spark, plan, v, "old").limit(0)  # no changed group: an empty summary-delta
     df = spark.read.parquet(*[str(f) for f in files])
