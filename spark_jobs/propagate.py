@@ -91,10 +91,14 @@ def _propagate(spark: SparkSession, plan: Plan, lake: Lake, batch: str, state: L
         t_level = time.perf_counter()
         _old_extremes(spark, plan, lake, night, state, k)
         raw.update(along_lattice(spark, plan, night, {n.node for n in night.nodes_of_level(k)}, known=raw))
-        for n in night.nodes_of_level(k):
-            if n.feeds_later_level:  # a later level's points derive from it: computed once, not once per reader
-                raw[n.node] = raw[n.node].localCheckpoint()
-                raw[n.node].createOrReplaceTempView(emit.rel("sd", n.node))
+        points = [n.node for n in night.nodes_of_level(k) if n.feeds_later_level]
+        for node in points:  # a later level's points derive from it: computed once, not once per reader
+            raw[node] = raw[node].localCheckpoint()
+            raw[node].createOrReplaceTempView(emit.rel("sd", node))
+        if points:  # on a large batch (a first load) the level's longest step
+            progress(f"propagate {batch}: level {k}: {len(points)} summary-delta(s) the later levels derive from "
+                     f"computed in {time.perf_counter() - t_level:.1f}s")
+            t_level = time.perf_counter()
         kept = []
         for step, view in zip(night.views, plan.lake_views):
             if step.level == k:
