@@ -49,8 +49,9 @@ def read_copy(spark: SparkSession, lake: Lake, view: View, state: LakeState) -> 
 
 
 def small_copy(rows: int) -> bool:
-    """Whether a copy of `rows` rows (at most DRIVER_ROWS) has its changed groups' new rows written by this process
-    when no view reads its change set on a small night (view_changes here=True)."""
+    """Whether a copy of `rows` rows (at most DRIVER_ROWS) has its changed groups' rows made by this process: read
+    here and merged with its summary-delta (update_rows, propagate._copies), or, when that gives way to Spark and no
+    view reads its change set on a small night, streamed here and written (view_changes here=True)."""
     return rows <= DRIVER_ROWS
 
 

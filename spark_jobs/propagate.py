@@ -204,7 +204,7 @@ def _copies(spark: SparkSession, plan: Plan, lake: Lake, night: NightPlan, state
 
 def _written_delta(lake: Lake, plan: Plan, night: NightPlan, view: View) -> pa.Table | None:
     """A view's final summary-delta as _write_together wrote it (_stored_delta's rows) read in this process: its
-    columns without their prefix; None when it is more than DRIVER_ROWS rows."""
+    columns without their prefix; None when it is more than DRIVER_ROWS rows or holds a timestamp (Spark reads it)."""
     step = night.view(view.name)
     if parquet_rows(lake.delta_root(night.batch) / f"{PART}={step.part}") > DRIVER_ROWS:
         return None
