@@ -238,16 +238,29 @@ def rows_read_text(plan: Plan, rows_read: tuple[RowsRead, ...] | None) -> str:
                 "Spark's listener bus did not deliver the step's events in time, or a Spark Connect server that keeps "
                 "no event log on this machine: start it with nightshift spark-connect start)")
     lines = ["rows read by propagate (Spark SQL metrics: the rows of the row groups each Parquet scan read, "
-             "before filters; a cached relation once; a small table's rows sent with the queries once; the delete "
-             "check's pass when the command made it, every row of the files it read):"]
+             "before filters; a cached relation once; a small table's rows sent with the queries once; a pass over a "
+             "base table the command made, every row of the row groups it read), and the bytes read from their files "
+             "(Spark's task input metrics; the column chunks a pass made by the command read):"]
     lines += [f"  {r.kind:<8} {r.name:<28} {r.rows:>13,} rows" + (f" in {r.scans} scan(s)" if r.scans else "")
-              for r in rows_read] or ["  nothing (no Parquet scan)"]
+              + _bytes_read(r) for r in rows_read] or ["  nothing (no Parquet scan)"]
     base = {t.name for t in plan.schema.base_tables}
     for fact in (f for f in plan.fact_tables if f in base):
         r = next((r for r in rows_read if (r.kind, r.name) == ("base", fact)), None)
-        lines.append(f"  fact table {fact}: " + (f"base read, {r.rows:,} rows in {r.scans} scan(s)" if r and r.rows
-                                                 else "base not read"))
+        lines.append(f"  fact table {fact}: " + (f"base read, {r.rows:,} rows in {r.scans} scan(s){_bytes_read(r)}"
+                                                 if r and r.rows else "base not read"))
     return "\n".join(lines)
+
+
+def _bytes_read(r: RowsRead) -> str:
+    """', 12.5 MiB' (the bytes a source's reads took from its files), or nothing when not known or none."""
+    if not r.bytes:
+        return ""
+    size, unit = float(r.bytes), "bytes"
+    for bigger in ("KiB", "MiB", "GiB", "TiB"):
+        if size < 1024:
+            break
+        size, unit = size / 1024, bigger
+    return f", {r.bytes:,} bytes" if unit == "bytes" else f", {size:.1f} {unit}"
 
 
 def plan_dict(plan: Plan, lattice: Lattice, actual: Rows, night: NightPlan | None,

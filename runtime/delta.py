@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 from urllib.parse import unquote, urlparse
 
 import numpy as np
@@ -657,6 +658,26 @@ def _among(words: np.ndarray, known: np.ndarray) -> np.ndarray:
     return known[at] == words
 
 
+class Read(NamedTuple):
+    """What a pass over a table read: every row of every row group it read (its deleted ones too), and the
+    compressed bytes of those row groups' column chunks of the columns it read (as the files' footers give them)."""
+
+    rows: int
+    bytes: int
+
+
+def chunk_bytes(meta: pq.FileMetaData, group: int, columns) -> int:
+    """The compressed bytes of row group `group`'s column chunks of `columns` (top-level names) in a file's footer."""
+    rg, wanted = meta.row_group(group), set(columns)
+    return sum(rg.column(i).total_compressed_size for i in range(rg.num_columns)
+               if rg.column(i).path_in_schema.split(".")[0] in wanted)
+
+
+def file_bytes(files) -> int:
+    """The bytes of whole files read (a small table's or a change batch's, every column)."""
+    return sum(Path(f).stat().st_size for f in files)
+
+
 def _row_groups(snap: DeltaSnapshot, partitions: set | None) -> list[tuple]:
     """The row groups a pass over `snap` reads, each (file, its partition values, its footer, row group, the
     group's first row in the file): every live file's, or (`partitions`) only the files whose first partition
@@ -691,17 +712,17 @@ def _keep_slice(keep: pa.Array, start: int, n: int) -> pa.Array:
 
 
 def matching_rows(snap: DeltaSnapshot, columns: list[str], probe: pa.Table, keys: list[str],
-                  place: tuple[str, str], partitions: set | None = None) -> tuple[pa.Table, int]:
+                  place: tuple[str, str], partitions: set | None = None) -> tuple[pa.Table, Read]:
     """The live rows of `snap` equal on `keys` to some row of `probe` (SQL equality: a NULL matches nothing),
     one pass over the live files, each file's `columns` only (the lake's names; a column a file lacks reads
     NULL), then the table's partition columns, then each row's place: `place` names the columns of its file's
     name and its row number in the file (the positions delete_positions takes). `partitions`: only the files
-    whose first partition column's value is among these (None: every file). Returns the rows and how many rows
-    the pass read (every row of every file it read, its deleted ones too). The files' row groups are read in
-    parallel threads, MATCH_BATCH rows at a time; a batch's rows are first sifted by one word per row over the
-    fixed-width keys (row_words) against the probe's words (a bitmap of their high bits, then the words
-    themselves), and only the few that pass are matched on every key (a column mapping table is refused: callers
-    read it some other way)."""
+    whose first partition column's value is among these (None: every file). Returns the rows and what the pass
+    read (Read: every row of every file it read, its deleted ones too, and the bytes of the columns it read). The
+    files' row groups are read in parallel threads, MATCH_BATCH rows at a time; a batch's rows are first sifted by
+    one word per row over the fixed-width keys (row_words) against the probe's words (a bitmap of their high bits,
+    then the words themselves), and only the few that pass are matched on every key (a column mapping table is
+    refused: callers read it some other way)."""
     if snap.mapped:
         raise ValueError(f"{snap.path}: column mapping is on; matching_rows reads files by the columns' own names")
     wanted = pa.schema([snap.schema.field(c) for c in columns])
@@ -722,7 +743,7 @@ def matching_rows(snap: DeltaSnapshot, columns: list[str], probe: pa.Table, keys
 
     units = _row_groups(snap, partitions)
 
-    def one(unit) -> tuple[pa.Table, int]:
+    def one(unit) -> tuple[pa.Table, Read]:
         f, values, meta, g, first = unit
         pf = pq.ParquetFile(f, metadata=meta)  # a reader of its own: one ParquetFile is not shared by threads
         held = set(pf.schema_arrow.names)
@@ -756,15 +777,20 @@ def matching_rows(snap: DeltaSnapshot, columns: list[str], probe: pa.Table, keys
             hit = hit.append_column(field, pa.array([None if text is None else _typed(text, field.type)] * hit.num_rows,
                                                     field.type))
         hit = hit.append_column(place[0], pa.array([f.name] * hit.num_rows, pa.string()))
-        return hit, first - start
+        return hit, Read(first - start, chunk_bytes(meta, g, present))
 
     out_schema = pa.schema([*wanted, *(snap.schema.field(p) for p in snap.partition_columns),
                             pa.field(place[0], pa.string()), pa.field(place[1], pa.int64())])
     if not units:
-        return out_schema.empty_table(), 0
+        return out_schema.empty_table(), Read(0, 0)
     found = _in_threads(one, units)
     parts = [h.select(out_schema.names).cast(out_schema) for h, _ in found]
-    return pa.concat_tables(parts), sum(n for _, n in found)
+    return pa.concat_tables(parts), _read_sum(r for _, r in found)
+
+
+def _read_sum(reads) -> Read:
+    reads = list(reads)
+    return Read(sum(r.rows for r in reads), sum(r.bytes for r in reads))
 
 
 def within(values: pa.ChunkedArray | pa.Array, below=None, since=None) -> pa.ChunkedArray | pa.Array:
@@ -777,14 +803,14 @@ def within(values: pa.ChunkedArray | pa.Array, below=None, since=None) -> pa.Chu
 
 
 def value_counts(snap: DeltaSnapshot, keys: list[str], value: str, probe: pa.Table, below=None, since=None,
-                 partitions: set | None = None) -> tuple[pa.Table, int]:
+                 partitions: set | None = None) -> tuple[pa.Table, Read]:
     """How many live rows of `snap` hold each (keys, value), over the rows whose `keys` equal a row of `probe`
     (SQL equality: a NULL matches nothing) and whose `value` is not NULL and is below `below` or from `since` on
     (either bound None: no such side; both None: every value). One pass, each file's `keys` and `value` only, the
     files' row groups in parallel threads; `partitions`: only the files whose first partition column's value is
     among these (None: every file). Returns the counts (`keys`, then `value` as `_v` and the count as `_n`, int64)
-    and the rows the pass read (every row of every row group it read, its deleted ones too). Each row group is read
-    MATCH_BATCH rows at a time, as matching_rows reads."""
+    and what the pass read (Read: every row of every row group it read, its deleted ones too, and their bytes).
+    Each row group is read MATCH_BATCH rows at a time, as matching_rows reads."""
     if snap.mapped:
         raise ValueError(f"{snap.path}: column mapping is on; value_counts reads files by the columns' own names")
     columns = [*keys, value]
@@ -793,11 +819,11 @@ def value_counts(snap: DeltaSnapshot, keys: list[str], value: str, probe: pa.Tab
     units = _row_groups(snap, partitions)
     few = len(units) < (os.cpu_count() or 1)  # fewer row groups than cores: each decodes its columns in threads
 
-    def one(unit) -> tuple[pa.Table, int]:
+    def one(unit) -> tuple[pa.Table, Read]:
         f, _, meta, g, first = unit
         pf = pq.ParquetFile(f, metadata=meta)  # a reader of its own: one ParquetFile is not shared by threads
         if not all(c in set(pf.schema_arrow.names) for c in columns):  # a column added since: NULL, matching nothing
-            return wanted.empty_table(), 0
+            return wanted.empty_table(), Read(0, 0)
         keep, parts, read = snap.keep.get(f), [], 0
         for batch in pf.iter_batches(batch_size=MATCH_BATCH, row_groups=[g], columns=columns, use_threads=few):
             data = pa.Table.from_batches([batch]).cast(wanted)
@@ -806,13 +832,13 @@ def value_counts(snap: DeltaSnapshot, keys: list[str], value: str, probe: pa.Tab
             read += batch.num_rows
             data = data.filter(within(data.column(value), below, since))
             parts.append(data.join(probe, keys, join_type="left semi", use_threads=False))
-        return (pa.concat_tables(parts) if parts else wanted.empty_table()), read
+        return (pa.concat_tables(parts) if parts else wanted.empty_table()), Read(read, chunk_bytes(meta, g, columns))
 
     found = _in_threads(one, units)
     rows = pa.concat_tables([t for t, _ in found]) if found else wanted.empty_table()
     counts = rows.group_by(columns, use_threads=False).aggregate([([], "count_all")])
     counts = counts.select(columns).append_column("_n", counts.column("count_all").cast(pa.int64()))
-    return counts.rename_columns([*keys, "_v", "_n"]), sum(n for _, n in found)
+    return counts.rename_columns([*keys, "_v", "_n"]), _read_sum(r for _, r in found)
 
 
 def duckdb_view(con, name: str, path, version: int | None, select: str | None = None) -> pads.Dataset:

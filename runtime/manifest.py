@@ -35,8 +35,14 @@ class RowsRead:
     base" measured, not claimed): Spark's "number of output rows" of every Parquet scan of the step, i.e.
     the rows of the row groups it read, before any filter; a cached relation's scan counts once; the rows of a small
     table the step read itself and sent with its queries (a local relation) count as one scan each time they are sent,
-    and the delete check's pass made by the step's own process (no Spark job) as one scan of every row of the files
-    it read.
+    and a pass over a base table made by the step's own process (no Spark job: the delete check's, a lost extreme's
+    count) as one scan of every row of the row groups it read.
+
+    bytes: what those reads took from the files: for a Spark scan, the input bytes of the tasks that ran it (Spark's
+    task metrics: the column chunks and footers it read); for a pass made in this process, the compressed bytes of
+    the column chunks of the columns it read; for a whole file read here (a small table, the batch's change files),
+    its size. None: not known (a manifest written before nightshift measured bytes, or a Spark task that ran two
+    scans of the step at once).
 
     kind: 'base' (a base table at the night's version, lake/tables/<t>/), 'copy' (the lake copy of a view nested
     views read, lake/tables/<view>/), 'changes' (the batch's change files of a table), 'node' (a lattice
@@ -49,6 +55,7 @@ class RowsRead:
     name: str
     rows: int
     scans: int  # how many scans read rows of it (a table scanned twice counts its rows twice)
+    bytes: int | None = None
 
     @property
     def source(self) -> str:
@@ -57,15 +64,16 @@ class RowsRead:
 
 def add_rows_read(parts) -> tuple[RowsRead, ...] | None:
     """The sum per source of several measurements (the levels of one night), most rows first; None when
-    any part was not measured."""
+    any part was not measured (a source's bytes: None when any of its reads' bytes is not known)."""
     total: dict[tuple[str, str], RowsRead] = {}
     for part in parts:
         if part is None:
             return None
         for r in part:
             old = total.get((r.kind, r.name))
-            total[(r.kind, r.name)] = r if old is None else RowsRead(r.kind, r.name, old.rows + r.rows,
-                                                                      old.scans + r.scans)
+            total[(r.kind, r.name)] = r if old is None else RowsRead(
+                r.kind, r.name, old.rows + r.rows, old.scans + r.scans,
+                None if old.bytes is None or r.bytes is None else old.bytes + r.bytes)
     return tuple(sorted(total.values(), key=lambda r: (-r.rows, r.kind, r.name)))
 
 
@@ -110,5 +118,6 @@ class Manifest:
         return {d.view: d.rows for d in self.deltas}
 
     def read(self, kind: str, name: str) -> RowsRead:
-        """The rows read from one source (zero rows and scans when no scan read it)."""
-        return next((r for r in self.rows_read or () if (r.kind, r.name) == (kind, name)), RowsRead(kind, name, 0, 0))
+        """The rows read from one source (zero rows, scans and bytes when no scan read it)."""
+        return next((r for r in self.rows_read or () if (r.kind, r.name) == (kind, name)),
+                    RowsRead(kind, name, 0, 0, 0))

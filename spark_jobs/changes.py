@@ -24,6 +24,7 @@ from lattice import types
 from lattice.emit import rel
 from lattice.ir import FunctionalDependency, Plan, Table
 from lattice.sql import ident
+from runtime import delta
 from runtime.errors import BadChangeBatch
 from runtime.lake import PART, ROW_BATCH, ROW_ID, Lake, LakeState, missing_columns
 from runtime.night import BatchInfo
@@ -122,7 +123,9 @@ def register_base(spark: SparkSession, lake: Lake, plan: Plan, state: LakeState,
         held = rows.base(t) if rows is not None and t.name not in facts else None
         df = local_rows(spark, t, held)
         if df is not None:
-            count_local("base", t.name, held.num_rows)
+            v = state.version(t.name)  # its files, read whole (driver_checks.BatchRows.base)
+            files = () if v is None else (f for f, _ in delta.snapshot(lake.table_path(t.name), v).files)
+            count_local("base", t.name, held.num_rows, delta.file_bytes(files))
         else:
             df = read_base(spark, lake, t, state)
             if t.name not in facts:
@@ -247,7 +250,8 @@ def _read_changes(spark: SparkSession, table: Table, files: list[Path], n_ins: i
     if known is not None:
         ins, dels = (local_rows(spark, table, part) for part in known)
         if ins is not None and dels is not None:
-            count_local("changes", table.name, n_ins + n_del)  # the batch's files of the table, read once
+            # the batch's files of the table, read once
+            count_local("changes", table.name, n_ins + n_del, delta.file_bytes(files))
             return ins, dels
     raw = spark.read.parquet(*[str(f) for f in files])
     ins = typed(raw.where(column(OP) == "insert"), table) if n_ins else empty_frame(spark, table)
@@ -407,7 +411,7 @@ def _matched_here(lake: Lake, table: Table, state: LakeState, batch: str, delete
     if found is None:
         return None
     record, read = found
-    count_local("base", table.name, read)
+    count_local("base", table.name, read.rows, read.bytes)
     write_folder(lake.matched_dir(batch, table.name, state.version(table.name)), record)
     return record.select(list(table.column_names))
 

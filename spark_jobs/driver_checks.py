@@ -235,7 +235,7 @@ def months_of(rows: pa.Table, by: str) -> set:
 
 
 def matched(lake: Lake, state: LakeState, table: Table, dels: pa.Table, place: tuple[str, str],
-            wanted: set | None = None) -> tuple[pa.Table, int] | None:
+            wanted: set | None = None) -> tuple[pa.Table, delta.Read] | None:
     """The delete check's pass over `table`'s base at the lake's state made in this process
     (runtime.delta.matching_rows): the live rows equal to some deleted row (`dels`, declared columns and types) on
     every declared column that compares alike here and in Spark (integers, decimals, strings, dates, booleans: not
@@ -245,8 +245,8 @@ def matched(lake: Lake, state: LakeState, table: Table, dels: pa.Table, place: t
     column by column. `wanted`: only the month partitions among these (a table laid out by month).
 
     Returns the record (the declared columns in their declared types, the lake's partition column, then `place`:
-    each row's file name and row number) and the rows the pass read; None when it cannot be made here exactly
-    (the pass is then Spark's): a column whose lake type is not its declared one (the layout evolves), a TIMESTAMP
+    each row's file name and row number) and what the pass read (runtime.delta.Read); None when it cannot be made
+    here exactly (the pass is then Spark's): a column whose lake type is not its declared one (the layout evolves), a TIMESTAMP
     column, column mapping on, or no column to match on."""
     v = state.version(table.name)
     if v is None or any(types.family(c.type) == "timestamp" for c in table.columns):

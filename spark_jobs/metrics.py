@@ -1,5 +1,6 @@
 """What a step read, measured: the rows each Parquet scan of the step's Spark SQL executions
-read, by the folders it read, so that "propagate never reads the base" is a number in the manifest.
+read, by the folders it read, so that "propagate never reads the base" is a number in the manifest; and the
+bytes they read (each task's input bytes, Spark's task metrics, summed over the tasks that ran the scan).
 
 Spark's SQL metrics are the source, as the Spark UI's SQL tab shows them: every file scan reports
 "number of output rows", the rows of the row groups it read (after partition and row-group pruning,
@@ -77,22 +78,25 @@ _LOCATION = re.compile(r"^\w+\((\d+) paths?\)\[(.*)\]$", re.DOTALL)
 
 @dataclass(frozen=True)
 class ScanRows:
-    """One Parquet scan of the step: the paths it read, as Spark lists them, and the rows its tasks read."""
+    """One Parquet scan of the step: the paths it read, as Spark lists them, the rows its tasks read, and the bytes
+    they read (their task metrics' input bytes; None when a task that ran it also ran another scan, whose bytes its
+    metrics do not tell apart)."""
 
     paths: tuple[str, ...]
     rows: int
+    bytes: int | None = None
 
 
 _ACTIVE = threading.local()  # the ReadMeter measuring this thread, if any
 
 
-def count_local(kind: str, name: str, rows: int) -> None:
-    """`rows` of a source (RowsRead's kind and name) read in this process for the step (sent to Spark as a local
-    relation, or the delete check's pass made here): one read of them for the step measuring this thread (nothing
-    when none is)."""
+def count_local(kind: str, name: str, rows: int, size: int | None) -> None:
+    """`rows` of a source (RowsRead's kind and name), `size` bytes of its files, read in this process for the step
+    (sent to Spark as a local relation, or a pass over a base table made here): one read of them for the step
+    measuring this thread (nothing when none is)."""
     meter = getattr(_ACTIVE, "meter", None)
     if meter is not None:
-        meter.local.append(RowsRead(kind, name, rows, 1 if rows else 0))
+        meter.local.append(RowsRead(kind, name, rows, 1 if rows else 0, size))
 
 
 class ReadMeter:
@@ -145,7 +149,7 @@ class ReadMeter:
         for scan in scans:
             sources = sorted({lake.source_of(p, night) for p in scan.paths})
             kind, name = sources[0] if len(sources) == 1 else ("other", " + ".join(" ".join(s) for s in sources))
-            per_scan.append((RowsRead(kind, name, scan.rows, 1 if scan.rows else 0),))
+            per_scan.append((RowsRead(kind, name, scan.rows, 1 if scan.rows else 0, scan.bytes),))
         return add_rows_read([*per_scan, self.local]) or ()
 
 
@@ -343,17 +347,23 @@ def _has_ended(segments: list[Segment], marker: str) -> bool:
 
 def _read_log(segments: list[Segment], ours: Callable[[dict], bool]) -> tuple[ScanRows, ...]:
     """The Parquet scans of the executions `ours` picks (by their start event) in an event log, with the
-    rows their tasks read. Events come in order: an execution's plans before its tasks."""
+    rows their tasks read and the input bytes of those tasks (a task that ran two of them: their bytes unknown).
+    Events come in order: an execution's plans before its tasks."""
     mine: set[int] = set()  # execution ids
     paths: dict[int, tuple[str, ...]] = {}  # a scan's "number of output rows" accumulator -> its paths
     rows: dict[int, int] = {}
+    size: dict[int, int | None] = {}
     for line in _lines(segments):
         head = line[:120]
         if _TASK_END in head:
             event = json.loads(line)
-            for acc in event.get("Task Info", {}).get("Accumulables", ()):
-                if acc.get("ID") in paths and acc.get("Update") is not None:
-                    rows[acc["ID"]] += int(str(acc["Update"]))
+            ran = [acc for acc in event.get("Task Info", {}).get("Accumulables", ())
+                   if acc.get("ID") in paths and acc.get("Update") is not None]
+            read = ((event.get("Task Metrics") or {}).get("Input Metrics") or {}).get("Bytes Read")
+            for acc in ran:
+                rows[acc["ID"]] += int(str(acc["Update"]))
+                known = size[acc["ID"]]
+                size[acc["ID"]] = None if known is None or read is None or len(ran) > 1 else known + int(read)
         elif _START in head or _UPDATE in head:
             event = json.loads(line)
             if _START in head and ours(event):
@@ -362,7 +372,8 @@ def _read_log(segments: list[Segment], ours: Callable[[dict], bool]) -> tuple[Sc
                 for accumulator, where in _file_scans(event["sparkPlanInfo"]):
                     paths.setdefault(accumulator, where)
                     rows.setdefault(accumulator, 0)
-    return tuple(ScanRows(paths[a], rows[a]) for a in paths)
+                    size.setdefault(accumulator, 0)
+    return tuple(ScanRows(paths[a], rows[a], size[a]) for a in paths)
 
 
 def _file_scans(plan: dict):

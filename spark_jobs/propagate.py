@@ -220,8 +220,9 @@ def _written_delta(lake: Lake, plan: Plan, night: NightPlan, view: View) -> pa.T
 def _copy_rows(lake: Lake, view: View, state: LakeState) -> pa.Table:
     """A small lake copy's rows at the state `state` read in this process (deletion vectors honoured), for its changed
     groups' rows made here (nested.update_rows): one read of the copy (count_local)."""
-    held = delta.read_snapshot(delta.snapshot(lake.table_path(view.name), state.version(view.name)))
-    count_local("copy", view.name, held.num_rows)
+    snap = delta.snapshot(lake.table_path(view.name), state.version(view.name))
+    held = delta.read_snapshot(snap)
+    count_local("copy", view.name, held.num_rows, delta.file_bytes(f for f, _ in snap.files))
     return held
 
 
@@ -511,7 +512,7 @@ def _counts(counting: _Counting, state: LakeState, view: View, window: emit.Wind
                                           partitions=set(window.months) if by_month else None)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # a key type Arrow's join or cast does not take
         return None
-    count_local("base", view.fact, read)
+    count_local("base", view.fact, read.rows, read.bytes)
     return counts.rename_columns([*c.keys, "_v", "_n"])
 
 

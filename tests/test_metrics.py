@@ -29,7 +29,7 @@ from runtime.manifest import MANIFEST_VERSION, DeltaResult, LevelRecord, Manifes
 from runtime.night import NIGHT_VERSION, BatchInfo, CopyStep, NightPlan, NodeStep, ViewStep
 from runtime.options import Options
 from runtime.serial import to_json
-from spark_jobs.metrics import ReadMeter, ScanRows, _paths
+from spark_jobs.metrics import ReadMeter, _paths
 
 DAY = dt.date(2026, 3, 1)
 STORES = [(s, f"city{s % 2}", f"region{s % 2}") for s in (1, 2, 3)]
@@ -72,7 +72,7 @@ def test_an_insert_only_night_reads_no_base_fact_row(tmp_path, spark, quiet):
     write_changes(cycle.project.root, "b1", {"pos": [("insert", r) for r in inserts]})
     manifest = cycle.propagate("b1").details
     assert not manifest.night.info.has_deletes and cycle.lake.read_manifest("b1") == manifest
-    assert manifest.read("base", "pos") == RowsRead("base", "pos", 0, 0)
+    assert manifest.read("base", "pos") == RowsRead("base", "pos", 0, 0, 0)
     _whole_reads(manifest, "changes", "pos", len(inserts))
     _whole_reads(manifest, "base", "stores", len(model.tables["stores"]))  # joined dimensions: cached, read once
     assert manifest.read("base", "stores").scans == 1
@@ -102,7 +102,7 @@ def test_new_dimension_rows_are_met_by_the_nights_sales_without_reading_the_base
                                               (2, 2, DAY + dt.timedelta(days=1), 5, None)]]}
     manifest = _night(cycle, model, "b1", added)
     assert manifest.night.unreached == ("items", "stores")
-    assert manifest.read("base", "pos") == RowsRead("base", "pos", 0, 0), manifest.rows_read
+    assert manifest.read("base", "pos") == RowsRead("base", "pos", 0, 0, 0), manifest.rows_read
     assert "stores: rows added under new keys only" in render.plan_text(cycle.plan, cycle.project.options, manifest.night)
     check_served(cycle, model, FIGURE_1, "b1")
 
@@ -130,7 +130,9 @@ def test_the_meter_counts_its_own_threads_scans_once(tmp_path, spark):
         elsewhere.join()
         scans = meter.scans()
     cached.unpersist()
-    assert scans == (ScanRows((mine.resolve().as_uri().replace("file:///", "file:/"),), 7),), scans
+    assert [(s.paths, s.rows) for s in scans] == [((mine.resolve().as_uri().replace("file:///", "file:/"),), 7)], scans
+    # the cache filled by one task reading the file's footer and its one column chunk: once, not per execution
+    assert 0 < scans[0].bytes <= 2 * mine.stat().st_size, (scans, mine.stat().st_size)
 
 
 @pytest.mark.parametrize("rewrite_below", ["0", None], ids=["deleted from", "written anew"])
@@ -157,6 +159,9 @@ def test_a_night_with_deletes_reads_the_base_for_min(tmp_path, spark, quiet, rew
     records = list((cycle.lake.delta_root("b1") / "_matched").glob(f"{rel('matched', 'pos')}_v*"))
     assert sum(pq.read_table(r).num_rows for r in records) == kept
     assert manifest.read("matched", "pos").rows == 0, manifest.rows_read
+    # each scan read at most pos's files before the night (its rows sit in one file per night that wrote some)
+    files = sum(f.stat().st_size for f in (cycle.lake.table_path("pos")).rglob("*.parquet"))
+    assert 0 < manifest.read("base", "pos").bytes <= manifest.read("base", "pos").scans * files, manifest.rows_read
     assert f"fact table pos: base read, {base * manifest.read('base', 'pos').scans:,} rows" in \
         render.rows_read_text(cycle.plan, manifest.rows_read)
     cycle.close()
@@ -185,24 +190,37 @@ def test_a_manifest_written_before_rows_read_still_loads(tmp_path):
     lake.manifest_path("b7").write_text(json.dumps(old))
     loaded = lake.read_manifest("b7")
     assert loaded == _manifest() and loaded.rows_read is None
-    assert loaded.read("base", "pos") == RowsRead("base", "pos", 0, 0)
+    assert loaded.read("base", "pos") == RowsRead("base", "pos", 0, 0, 0)
     assert "not measured" in render.rows_read_text(_plan(tmp_path), loaded.rows_read)
     record = to_json(LevelRecord("fp", "b6", 0, ()))
     del record["rows_read"]
     lake.level_path("b7", 0).parent.mkdir(parents=True)
     lake.level_path("b7", 0).write_text(json.dumps({"version": MANIFEST_VERSION, "record": record}))
     assert lake.read_level("b7", 0).rows_read is None
-    measured = _manifest((RowsRead("changes", "pos", 6, 2), RowsRead("base", "pos", 0, 0)))
+    measured = _manifest((RowsRead("changes", "pos", 6, 2, 900), RowsRead("base", "pos", 0, 0, 0)))
     lake.write_manifest(measured)
     assert lake.read_manifest("b7") == measured
+    before_bytes = to_json(_manifest((RowsRead("changes", "pos", 6, 2),)))  # written before bytes were measured
+    for r in before_bytes["rows_read"]:
+        del r["bytes"]
+    lake.manifest_path("b7").write_text(json.dumps(before_bytes))
+    assert lake.read_manifest("b7").read("changes", "pos") == RowsRead("changes", "pos", 6, 2, None)
 
 
-def test_levels_add_up_and_an_unmeasured_level_makes_the_night_unmeasured():
-    a = (RowsRead("changes", "pos", 4, 2), RowsRead("base", "stores", 3, 1))
-    b = (RowsRead("changes", "pos", 2, 1), RowsRead("node", "sales", 5, 1))
-    assert add_rows_read([a, b]) == (RowsRead("changes", "pos", 6, 3), RowsRead("node", "sales", 5, 1),
-                                     RowsRead("base", "stores", 3, 1))  # most rows first
+def test_levels_add_up_and_an_unmeasured_level_makes_the_night_unmeasured(tmp_path):
+    a = (RowsRead("changes", "pos", 4, 2, 400), RowsRead("base", "stores", 3, 1, 70))
+    b = (RowsRead("changes", "pos", 2, 1, 200), RowsRead("node", "sales", 5, 1, None))
+    c = (RowsRead("base", "stores", 1, 1, None),)
+    assert add_rows_read([a, b]) == (RowsRead("changes", "pos", 6, 3, 600), RowsRead("node", "sales", 5, 1, None),
+                                     RowsRead("base", "stores", 3, 1, 70))  # most rows first
+    # one read's bytes unknown: the sum's too
+    assert RowsRead("base", "stores", 4, 2, None) in add_rows_read([a, c])
     assert add_rows_read([a, None]) is None
+    lines = render.rows_read_text(_plan(tmp_path), add_rows_read([a, b])).splitlines()
+    assert lines[1].split() == ["changes", "pos", "6", "rows", "in", "3", "scan(s),", "600", "bytes"], lines
+    assert lines[2].split() == ["node", "sales", "5", "rows", "in", "1", "scan(s)"], lines  # bytes not known
+    big = render.rows_read_text(_plan(tmp_path), (RowsRead("base", "pos", 9, 1, 3 * 1024 ** 3 // 2),))
+    assert "base     pos" in big and big.endswith("base read, 9 rows in 1 scan(s), 1.5 GiB"), big
 
 
 def test_scanned_paths_map_to_the_lake_layout(tmp_path):
