@@ -39,12 +39,14 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 
 from bench.measure import bare_merge, duckdb_recompute, readers, rematerialize
 from bench.modes import run_line
 from nightshift.config import load_project
 from nightshift.cycle import Cycle
 from nightshift.example import CATEGORIES, RetailGenerator, batch_id, init_project, write_batch
+from runtime import delta
 
 HERE = Path(__file__).resolve().parent
 KINDS = ("today", "by_month")
@@ -137,6 +139,7 @@ night too."""
         else:
             batch = dimension(gen, gen.days + n, changes)
         before = duckdb_recompute(cycle) if duckdb_each else None  # on the state the night starts from
+        one_pass = delete_pass_bytes(cycle, batch.get("pos"))
         batch_bytes = sum(write_batch(root / "lake", table, b, frame).stat().st_size for table, frame in batch.items())
         started = time.time()
         propagate = cycle.propagate(b)
@@ -148,6 +151,7 @@ night too."""
         out[name] = {"propagate": propagate.seconds, "refresh": refresh.seconds, "merge": merge,
                      "apply": apply.seconds, "changes": manifest.night.info.rows,
                      "pos_read": manifest.read("base", "pos").rows, "pos_scans": manifest.read("base", "pos").scans,
+                     "pos_bytes": manifest.read("base", "pos").bytes, "one_pass": one_pass,
                      "copies_read": sum(r.rows for r in manifest.rows_read or () if r.kind == "copy"),
                      "written": written, "batch_bytes": batch_bytes, "duckdb_before": before}
         print(f"{name}: {out[name]}", flush=True)  # a night's numbers as soon as it ends
@@ -162,6 +166,22 @@ night too."""
     return out
 
 
+def delete_pass_bytes(cycle: Cycle, changes: pd.DataFrame | None) -> int:
+    """One pass over the columns a delete of `changes` needs (every declared column of pos: bag semantics match a
+    deleted row on all of them), in the months of its deleted rows when pos is laid out by month (else all of pos):
+    the compressed bytes of those column chunks of pos's live files at the state the night starts from."""
+    deleted = None if changes is None else changes[changes["_op"] == "delete"]
+    if deleted is None or deleted.empty:
+        return 0
+    state = cycle.lake.state()
+    snap = delta.snapshot(cycle.lake.table_path("pos"), state.version("pos"))
+    months = set(pd.to_datetime(deleted["date"]).dt.strftime("%Y-%m")) if state.partitions.get("pos") else None
+    columns = [c.name for c in cycle.plan.schema.table("pos").columns]
+    return sum(delta.chunk_bytes(meta, g, columns) for f, values in snap.files
+               if months is None or values.get(snap.partition_columns[0]) in months
+               for meta in [pq.read_metadata(f)] for g in range(meta.num_row_groups))
+
+
 def _written_since(lake: Path, started: float) -> int:
     """Bytes of the lake's files (not the change batches) created or rewritten since `started`: what a night
     wrote (summary-deltas, the delete check's matched rows, the base's and the copies' commits, logs)."""
@@ -174,6 +194,14 @@ def _written_since(lake: Path, started: float) -> int:
             if st.st_mtime >= started:
                 total += st.st_size
     return total
+
+
+def _mb(n: int | None) -> str:
+    return "n/a" if n is None else f"{n / 1e6:,.1f} MB"
+
+
+def _share(read: int | None, one_pass: int | None) -> str:
+    return "n/a" if read is None or one_pass is None else "no delete" if not one_pass else f"{read / one_pass:.2f}"
 
 
 def _rows(cycle: Cycle, name: str) -> int:
@@ -199,10 +227,11 @@ def write_report(out: Path, args, load: float, r: dict) -> None:
         f"rematerialize along the lattice on the {names[args.kinds[0]]} project's final state: {remat:.1f} s; DuckDB "
         f"recompute of every view there: {duck:.1f} s. First load: {loads}.",
         "",
-        "| night | project | rows of pos read (scans) | lake copies read | propagate (s) | window: refresh (s) | "
+        "| night | project | rows of pos read (scans) | pos bytes read | / one pass of the delete's columns | "
+        "lake copies read | propagate (s) | window: refresh (s) | "
         "bare MERGE (s) | refresh / MERGE | apply-base (s) | total (s) | total / rematerialize | DuckDB recompute "
         "before the night (s) | total / DuckDB recompute | lake bytes written | written / batch's Parquet |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     ratios = []  # one line per night and project: whole night / DuckDB recompute
     for night in NIGHTS:
@@ -212,7 +241,8 @@ def write_report(out: Path, args, load: float, r: dict) -> None:
             ratios.append(f"- whole night / DuckDB recompute ({label[night].split(' (')[0]}, {names[kind]}): "
                           f"{total / x['duckdb_before']:.2f}")
             lines.append(
-                f"| {label[night]} | {names[kind]} | {x['pos_read']:,} ({x['pos_scans']}) | {x['copies_read']:,} | "
+                f"| {label[night]} | {names[kind]} | {x['pos_read']:,} ({x['pos_scans']}) | {_mb(x.get('pos_bytes'))} | "
+                f"{_share(x.get('pos_bytes'), x.get('one_pass'))} | {x['copies_read']:,} | "
                 f"{x['propagate']:.1f} | {x['refresh']:.2f} | {x['merge']:.2f} | {x['refresh'] / max(x['merge'], 1e-9):.1f} | "
                 f"{x['apply']:.1f} | {total:.1f} | {total / remat:.3f} | {x['duckdb_before']:.1f} | "
                 f"{total / x['duckdb_before']:.2f} | {x['written'] / 1e6:,.1f} MB | "
@@ -228,6 +258,9 @@ def write_report(out: Path, args, load: float, r: dict) -> None:
         *(["Maps (lake only, rows): " + ", ".join(f"{n} {v:,}" for n, v in maps.items()) + ".", ""] if maps else []),
         "Rows read: the rows of the row groups Spark's Parquet scans read during propagate (the manifest's "
         "`rows_read`), summed over scans, and the rows the command read itself; a cached relation counts once. "
+        "Pos bytes read: the manifest's bytes of those reads (Spark's task input bytes; the column chunks a pass "
+        "the command made read), against one pass over the columns a delete needs (every declared column of pos, "
+        "bag semantics) in the months of the night's deleted rows, at the state the night starts from. "
         "Total = propagate + refresh + apply-base. "
         "Lake bytes written: the files under lake/ (the change batches left out) created or rewritten during the "
         "night, against the batch's own Parquet files. "

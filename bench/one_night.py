@@ -95,8 +95,10 @@ def time_night(saved: Path, night: str, runs: int, duckdb: bool, progress: bool 
         a = cycle.apply_base(batches[night])
         if i:
             nights.append(p.seconds + r.seconds + a.seconds)
+            pos = p.details.read("base", "pos")
             print(f"run {i}: propagate {p.seconds:.2f} s, refresh {r.seconds:.2f} s, apply-base {a.seconds:.2f} s, "
-                  f"whole night {nights[-1]:.2f} s", flush=True)
+                  f"whole night {nights[-1]:.2f} s; pos read: {pos.rows:,} rows in {pos.scans} scan(s), "
+                  + ("bytes not known" if pos.bytes is None else f"{pos.bytes / 1e6:,.1f} MB"), flush=True)
         cycle.close()
     shutil.rmtree(copy, ignore_errors=True)
     if recomputes:
