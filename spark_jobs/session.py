@@ -45,6 +45,11 @@ _DEFAULTS = {
     "spark.driver.memory": os.environ.get("NIGHTSHIFT_DRIVER_MEMORY", "4g"),
     "spark.sql.parquet.compression.codec": "snappy",
     "spark.sql.legacy.parquet.nanosAsLong": "false",
+    # rows this process sends Spark (spark.createDataFrame: a batch's changes, a small copy's changed groups, a
+    # table's deleted rows) of more than 256 KB become an RDD of Arrow batches, not a LocalRelation: the optimizer's
+    # rules walk a LocalRelation's rows every time they touch its plan (about a second of planning a night with
+    # 50,000 changes at the default 48 MB; bench/100M/NO_SCANS_DELTA.md)
+    "spark.sql.execution.arrow.localRelationThreshold": str(256 << 10),
     **delta_conf(),
 }
 # The settings that decide what a query returns, not how fast it runs: a Spark Connect session sets them itself,
