@@ -138,9 +138,8 @@ def local_rows(spark: SparkSession, table: Table, rows: pa.Table | None) -> Data
     DataFrame that carries them in its plan: Spark lists, scans and caches no file for them, and a query
     broadcasting them starts no job to do so (a small night's queries are mostly such waits); more than 256 KB of
     them are an RDD of Arrow batches instead (session._DEFAULTS: no rows in the plan for its rules to walk, and one
-    job to broadcast them). None when they are
-    unknown here, more than LOCAL_ROWS, or hold a timestamp (whose wall clock a local relation would take
-    from this process's time zone): then Spark reads the table's files. The caller counts rows it read as a read of
+    job to broadcast them). None when they are unknown here, more than LOCAL_ROWS, or hold a timestamp (whose wall
+    clock a local relation would take from this process's time zone): then Spark reads the table's files. The caller counts rows it read as a read of
     their source (metrics.count_local); rows derived from rows read are not counted again."""
     if rows is None or rows.num_rows > LOCAL_ROWS or any(types.family(c.type) == "timestamp" for c in table.columns):
         return None
