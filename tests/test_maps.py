@@ -84,6 +84,36 @@ def test_mapped_views_stay_exact_and_a_dimension_night_reads_no_fact_row(tmp_pat
     cycle.close()
 
 
+def test_rows_sent_to_spark_as_arrow_batches_give_the_same_nights(tmp_path, spark, quiet):
+    """Rows this process sends Spark (a batch's changes, a small copy's changed groups, a table's deleted rows) go as
+    a LocalRelation up to the session's threshold and as an RDD of Arrow batches above it (spark_jobs.session): with
+    the threshold at 0 every such relation takes the second route, and random nights with deletes over maps still
+    equal recomputation from the model."""
+    import pyarrow as pa
+
+    threshold = "spark.sql.execution.arrow.localRelationThreshold"
+    before = spark.conf.get(threshold)
+    sent = lambda: spark.createDataFrame(pa.table({"x": [1, 2]}))._jdf.queryExecution().analyzed().toString()  # noqa: E731
+    assert "LocalRelation" in sent()  # a few bytes: in the plan
+    spark.conf.set(threshold, "0")
+    try:
+        assert "LocalRelation" not in sent() and "LogicalRDD" in sent()
+        root = make_project(tmp_path / "p", VIEWS)
+        _with_maps(root)
+        cycle = Cycle(load_project(root), spark=spark, progress=quiet)
+        model = Model()
+        gen = BatchGenerator(43, model)
+        for n in range(3):
+            changes = gen.initial() if n == 0 else gen.night()
+            write_changes(root, f"b{n:04d}", changes)
+            cycle.run(f"b{n:04d}")
+            model.apply(changes)
+            check_served(cycle, model, VIEWS, f"b{n:04d}")
+        cycle.close()
+    finally:
+        spark.conf.set(threshold, before)
+
+
 def test_without_maps_the_same_dimension_night_reads_pos(tmp_path, spark, quiet):
     """The contrast, measured the same way: paper 001's ΔD ⋈ pos term reads the fact table."""
     views = {k: VIEWS[k] for k in ("sCD_sales", "sR_sales")}
