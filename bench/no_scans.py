@@ -258,8 +258,9 @@ def write_report(out: Path, args, load: float, r: dict) -> None:
         *(["Maps (lake only, rows): " + ", ".join(f"{n} {v:,}" for n, v in maps.items()) + ".", ""] if maps else []),
         "Rows read: the rows of the row groups Spark's Parquet scans read during propagate (the manifest's "
         "`rows_read`), summed over scans, and the rows the command read itself; a cached relation counts once. "
-        "Pos bytes read: the manifest's bytes of those reads (Spark's task input bytes; the column chunks a pass "
-        "the command made read), against one pass over the columns a delete needs (every declared column of pos, "
+        "Pos bytes read: the manifest's bytes of those reads, the column chunks of the passes nightshift makes "
+        "itself (n/a where a Spark scan read pos: Spark's input metrics leave out the column chunks its Parquet reader "
+        "fetches), against one pass over the columns a delete needs (every declared column of pos, "
         "bag semantics) in the months of the night's deleted rows, at the state the night starts from. "
         "Total = propagate + refresh + apply-base. "
         "Lake bytes written: the files under lake/ (the change batches left out) created or rewritten during the "

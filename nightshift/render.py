@@ -240,7 +240,7 @@ def rows_read_text(plan: Plan, rows_read: tuple[RowsRead, ...] | None) -> str:
     lines = ["rows read by propagate (Spark SQL metrics: the rows of the row groups each Parquet scan read, "
              "before filters; a cached relation once; a small table's rows sent with the queries once; a pass over a "
              "base table the command made, every row of the row groups it read), and the bytes read from their files "
-             "(Spark's task input metrics; the column chunks a pass made by the command read):"]
+             "where nightshift read them itself (the column chunks of its passes, whole small files):"]
     lines += [f"  {r.kind:<8} {r.name:<28} {r.rows:>13,} rows" + (f" in {r.scans} scan(s)" if r.scans else "")
               + _bytes_read(r) for r in rows_read] or ["  nothing (no Parquet scan)"]
     base = {t.name for t in plan.schema.base_tables}

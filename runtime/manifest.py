@@ -38,11 +38,11 @@ class RowsRead:
     and a pass over a base table made by the step's own process (no Spark job: the delete check's, a lost extreme's
     count) as one scan of every row of the row groups it read.
 
-    bytes: what those reads took from the files: for a Spark scan, the input bytes of the tasks that ran it (Spark's
-    task metrics: the column chunks and footers it read); for a pass made in this process, the compressed bytes of
-    the column chunks of the columns it read; for a whole file read here (a small table, the batch's change files),
-    its size. None: not known (a manifest written before nightshift measured bytes, or a Spark task that ran two
-    scans of the step at once).
+    bytes: what those reads took from the files, where this process made them: for a pass over a base table, the
+    compressed bytes of the column chunks of the columns it read; for a whole file read here (a small table, the
+    batch's change files, a small lake copy), its size. None: not known (a source some Spark scan read: Spark's task
+    input bytes leave out the column chunks its Parquet reader fetches; or a manifest written before nightshift
+    measured bytes).
 
     kind: 'base' (a base table at the night's version, lake/tables/<t>/), 'copy' (the lake copy of a view nested
     views read, lake/tables/<view>/), 'changes' (the batch's change files of a table), 'node' (a lattice
