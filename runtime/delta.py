@@ -28,7 +28,7 @@ import struct
 import time
 import uuid
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -711,8 +711,22 @@ def _keep_slice(keep: pa.Array, start: int, n: int) -> pa.Array:
     return mask
 
 
+class Tally(NamedTuple):
+    """value_counts asked of a pass that reads the columns anyway (matching_rows' `tallies`): how many live rows hold
+    each (keys, value) among the rows whose `keys` (the lake's names) equal a row of `probe` and whose `value` is
+    within `below` and `since` (delta.within), in the months `partitions` (None: every month the pass reads)."""
+
+    keys: list[str]
+    value: str
+    probe: pa.Table
+    below: object = None
+    since: object = None
+    partitions: set | None = None
+
+
 def matching_rows(snap: DeltaSnapshot, columns: list[str], probe: pa.Table, keys: list[str],
-                  place: tuple[str, str], partitions: set | None = None) -> tuple[pa.Table, Read]:
+                  place: tuple[str, str], partitions: set | None = None,
+                  tallies: Sequence[Tally] = ()) -> tuple[pa.Table, Read, list[pa.Table]]:
     """The live rows of `snap` equal on `keys` to some row of `probe` (SQL equality: a NULL matches nothing),
     one pass over the live files, each file's `columns` only (the lake's names; a column a file lacks reads
     NULL), then the table's partition columns, then each row's place: `place` names the columns of its file's
@@ -722,7 +736,12 @@ def matching_rows(snap: DeltaSnapshot, columns: list[str], probe: pa.Table, keys
     files' row groups are read in parallel threads, MATCH_BATCH rows at a time; a batch's rows are first sifted by
     one word per row over the fixed-width keys (row_words) against the probe's words (a bitmap of their high bits,
     then the words themselves), and only the few that pass are matched on every key (a column mapping table is
-    refused: callers read it some other way)."""
+    refused: callers read it some other way).
+
+    tallies: value_counts of each made in the same pass, over the row groups it reads anyway (its keys and value
+    among `columns`), returned third in their order, each as value_counts returns it: one read of the base for all.
+    A tally counts the months of its `partitions` that the pass reads (`partitions`); a caller wanting others counts
+    them itself."""
     if snap.mapped:
         raise ValueError(f"{snap.path}: column mapping is on; matching_rows reads files by the columns' own names")
     wanted = pa.schema([snap.schema.field(c) for c in columns])
@@ -742,8 +761,24 @@ def matching_rows(snap: DeltaSnapshot, columns: list[str], probe: pa.Table, keys
         sieve[(probe_words >> shift).astype(np.intp)] = True
 
     units = _row_groups(snap, partitions)
+    counted = []  # each tally's columns (the keys, then the value) in the lake's types, and its probe in them
+    for tally in tallies:
+        names = [*tally.keys, tally.value]
+        if not set(names) <= set(columns):
+            raise ValueError(f"{snap.path}: a tally's columns {names} are not among the pass's {columns}")
+        schema = pa.schema([snap.schema.field(c) for c in names])
+        counted.append((schema, tally.probe.select(tally.keys).cast(pa.schema(list(schema)[:-1]))))
 
-    def one(unit) -> tuple[pa.Table, Read]:
+    def counts_of(k: int, batch: pa.RecordBatch, keep: pa.Array | None, start: int) -> pa.Table:
+        """Tally k's rows of one batch (its live rows with the keys and a value within bounds)."""
+        tally, (schema, probe) = tallies[k], counted[k]
+        data = pa.Table.from_batches([batch.select(schema.names)]).cast(schema)
+        if keep is not None:
+            data = data.filter(_keep_slice(keep, start, data.num_rows))
+        data = data.filter(within(data.column(tally.value), tally.below, tally.since))
+        return data.join(probe, tally.keys, join_type="left semi", use_threads=False)
+
+    def one(unit) -> tuple[pa.Table, Read, list[list[pa.Table]]]:
         f, values, meta, g, first = unit
         pf = pq.ParquetFile(f, metadata=meta)  # a reader of its own: one ParquetFile is not shared by threads
         held = set(pf.schema_arrow.names)
@@ -751,8 +786,15 @@ def matching_rows(snap: DeltaSnapshot, columns: list[str], probe: pa.Table, keys
         sifted = bool(sift) and all(k in held for k in sift)
         parts, start = [], first
         keep = snap.keep.get(f)
+        # a tally whose column this file lacks (added since) counts nothing here: NULL matches no probe
+        counting = [k for k, t in enumerate(tallies) if set(counted[k][0].names) <= held and (
+            t.partitions is None or not snap.partition_columns
+            or values.get(snap.partition_columns[0]) in t.partitions)]
+        tallied: list[list[pa.Table]] = [[] for _ in tallies]
         for batch in pf.iter_batches(batch_size=MATCH_BATCH, row_groups=[g], columns=present, use_threads=False):
             n = batch.num_rows
+            for k in counting:
+                tallied[k].append(counts_of(k, batch, keep, first))
             rows = np.arange(first, first + n, dtype=np.int64)
             if sifted:
                 words = row_words([batch.column(k) for k in sift])
@@ -777,15 +819,25 @@ def matching_rows(snap: DeltaSnapshot, columns: list[str], probe: pa.Table, keys
             hit = hit.append_column(field, pa.array([None if text is None else _typed(text, field.type)] * hit.num_rows,
                                                     field.type))
         hit = hit.append_column(place[0], pa.array([f.name] * hit.num_rows, pa.string()))
-        return hit, Read(first - start, chunk_bytes(meta, g, present))
+        return hit, Read(first - start, chunk_bytes(meta, g, present)), tallied
 
     out_schema = pa.schema([*wanted, *(snap.schema.field(p) for p in snap.partition_columns),
                             pa.field(place[0], pa.string()), pa.field(place[1], pa.int64())])
-    if not units:
-        return out_schema.empty_table(), Read(0, 0)
     found = _in_threads(one, units)
-    parts = [h.select(out_schema.names).cast(out_schema) for h, _ in found]
-    return pa.concat_tables(parts), _read_sum(r for _, r in found)
+    parts = [h.select(out_schema.names).cast(out_schema) for h, _, _ in found]
+    rows = pa.concat_tables(parts) if parts else out_schema.empty_table()
+    read = _read_sum(r for _, r, _ in found)
+    return rows, read, [_counted([t for _, _, ts in found for t in ts[k]], schema) for k, (schema, _) in enumerate(counted)]
+
+
+def _counted(rows: list[pa.Table], schema: pa.Schema) -> pa.Table:
+    """value_counts' result from the rows a pass kept (`schema`: the keys, then the value): per (keys, value) the
+    number of rows, the keys by name, then `_v` and `_n` (int64)."""
+    columns = schema.names
+    data = pa.concat_tables(rows) if rows else schema.empty_table()
+    counts = data.group_by(columns, use_threads=False).aggregate([([], "count_all")])
+    counts = counts.select(columns).append_column("_n", counts.column("count_all").cast(pa.int64()))
+    return counts.rename_columns([*columns[:-1], "_v", "_n"])
 
 
 def _read_sum(reads) -> Read:
@@ -835,10 +887,7 @@ def value_counts(snap: DeltaSnapshot, keys: list[str], value: str, probe: pa.Tab
         return (pa.concat_tables(parts) if parts else wanted.empty_table()), Read(read, chunk_bytes(meta, g, columns))
 
     found = _in_threads(one, units)
-    rows = pa.concat_tables([t for t, _ in found]) if found else wanted.empty_table()
-    counts = rows.group_by(columns, use_threads=False).aggregate([([], "count_all")])
-    counts = counts.select(columns).append_column("_n", counts.column("count_all").cast(pa.int64()))
-    return counts.rename_columns([*keys, "_v", "_n"]), _read_sum(r for _, r in found)
+    return _counted([t for t, _ in found], wanted), _read_sum(r for _, r in found)
 
 
 def duckdb_view(con, name: str, path, version: int | None, select: str | None = None) -> pads.Dataset:

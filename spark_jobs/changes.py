@@ -399,19 +399,22 @@ def _matched(spark: SparkSession, lake: Lake, table: Table, state: LakeState, ba
     return str(folder) if on_driver else _recorded_relation(spark, table, folder)
 
 
-def _matched_here(lake: Lake, table: Table, state: LakeState, batch: str, deleted: int, dels: pa.Table) -> pa.Table | None:
+def _matched_here(lake: Lake, table: Table, state: LakeState, batch: str, deleted: int, dels: pa.Table,
+                  rows: driver_checks.BatchRows) -> pa.Table | None:
     """_matched's pass and record made in this process, without Spark (driver_checks.matched: every base row
     equal to a deleted row on the columns that compare alike here and in Spark, each with its place), when apply-base
     deletes by place and the rows compare here exactly; returns the record's declared columns (None: not made
-    here, nothing written). The rows the pass read count as one read of the base (count_local)."""
+    here, nothing written). The rows the pass read count as one read of the base (count_local). The counts
+    `rows.tallies_for` asks of the table are made in the same pass (kept in `rows.tallied`)."""
     if not lake_tables.deletes_by_place(lake, table.name, deleted):
         return None
     by = state.partitions.get(table.name)
     wanted = None if by is None else driver_checks.months_of(dels, table.column(by).name)
-    found = driver_checks.matched(lake, state, table, dels, lake_tables.POSITION, wanted)
+    tallies = rows.tallies_for(table, dels) if rows.tallies_for is not None else []
+    found = driver_checks.matched(lake, state, table, dels, lake_tables.POSITION, wanted, tallies)
     if found is None:
         return None
-    record, read = found
+    record, read, rows.tallied[table.name] = found
     count_local("base", table.name, read.rows, read.bytes)
     write_folder(lake.matched_dir(batch, table.name, state.version(table.name)), record)
     return record.select(list(table.column_names))
@@ -481,7 +484,7 @@ def _deletes_check(spark: SparkSession, lake: Lake, table: Table, state: LakeSta
     apply-base (record False) or absent, or over the rows the Spark pass recorded (record True); else in Spark."""
     changes = rows.changes(table)
     if record and state.version(table.name) is not None and changes is not None:
-        here = _matched_here(lake, table, state, batch, deleted, changes[1])
+        here = _matched_here(lake, table, state, batch, deleted, changes[1], rows)
         if here is not None:
             return _deletes_exist(table, batch, "", lambda: driver_checks.deletes_exist(table, changes[1], here))
         folder = _matched(spark, lake, table, state, batch, deleted, record, on_driver=True)

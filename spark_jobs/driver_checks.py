@@ -25,7 +25,7 @@ import math
 from collections import Counter
 from decimal import Decimal
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -96,15 +96,30 @@ def reported(names: Iterable[str], values: Iterable, **counts) -> dict:
     return {n: as_json(v) for n, v in zip(names, values) if v is not None} | counts
 
 
+class Tallied(NamedTuple):
+    """The counts a delete check's pass made beside its matches (runtime.delta.matching_rows' tally): what was
+    asked, the counts (as value_counts gives them) and the months counted (None: every file of the table)."""
+
+    tally: delta.Tally
+    counts: pa.Table
+    months: set | None
+
+
 class BatchRows:
     """The rows the driver's checks read, each read once: a table's changes in this batch, its rows at the lake's
-    state (when small), the base rows a delete check recorded. None wherever they are not known exactly."""
+    state (when small), the base rows a delete check recorded. None wherever they are not known exactly.
+
+    tallies_for: set by the caller that will count a lost extreme's base rows (propagate): given a table and its
+    deleted rows, the counts its delete check's pass makes too (runtime.delta.Tally each); `tallied` holds them by
+    table once made (Tallied each)."""
 
     def __init__(self, lake: Lake, state: LakeState, files: dict[str, list[Path]], facts: Iterable[str] = ()):
         self.lake, self.state, self.files = lake, state, files
         self.facts = frozenset(facts)  # read by Spark only, where the night's scan metrics count them
         self._changes: dict[str, tuple[pa.Table, pa.Table] | None] = {}
         self._base: dict[str, pa.Table | None] = {}
+        self.tallies_for: Callable[[Table, pa.Table], list[delta.Tally]] | None = None
+        self.tallied: dict[str, list[Tallied]] = {}
 
     def changes(self, table: Table) -> tuple[pa.Table, pa.Table] | None:
         """(inserted, deleted) rows of `table` in the batch, its declared columns in their declared types."""
@@ -235,7 +250,8 @@ def months_of(rows: pa.Table, by: str) -> set:
 
 
 def matched(lake: Lake, state: LakeState, table: Table, dels: pa.Table, place: tuple[str, str],
-            wanted: set | None = None) -> tuple[pa.Table, delta.Read] | None:
+            wanted: set | None = None, tallies: list[delta.Tally] = ()
+            ) -> tuple[pa.Table, delta.Read, list[Tallied]] | None:
     """The delete check's pass over `table`'s base at the lake's state made in this process
     (runtime.delta.matching_rows): the live rows equal to some deleted row (`dels`, declared columns and types) on
     every declared column that compares alike here and in Spark (integers, decimals, strings, dates, booleans: not
@@ -245,7 +261,9 @@ def matched(lake: Lake, state: LakeState, table: Table, dels: pa.Table, place: t
     column by column. `wanted`: only the month partitions among these (a table laid out by month).
 
     Returns the record (the declared columns in their declared types, the lake's partition column, then `place`:
-    each row's file name and row number) and what the pass read (runtime.delta.Read); None when it cannot be made
+    each row's file name and row number), what the pass read (runtime.delta.Read) and the counts of `tallies` it
+    made in the same pass (Tallied each; none when Arrow's join or cast does not take a key's type); None when it
+    cannot be made
     here exactly (the pass is then Spark's): a column whose lake type is not its declared one (the layout evolves), a TIMESTAMP
     column, column mapping on, or no column to match on."""
     v = state.version(table.name)
@@ -260,8 +278,15 @@ def matched(lake: Lake, state: LakeState, table: Table, dels: pa.Table, place: t
     if not keys:
         return None
     probe = dels.rename_columns(lake_names)
-    rows, read = delta.matching_rows(snap, lake_names, probe, keys, place, wanted)
-    return rows.rename_columns([*table.column_names, *rows.column_names[len(lake_names):]]), read
+    try:
+        rows, read, counts = delta.matching_rows(snap, lake_names, probe, keys, place, wanted, tallies)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # a tally's key type Arrow's join or cast does not take
+        if not tallies:
+            raise
+        tallies, (rows, read, counts) = [], delta.matching_rows(snap, lake_names, probe, keys, place, wanted)
+    counted = [Tallied(t, c, wanted if t.partitions is None else t.partitions if wanted is None else wanted & t.partitions)
+               for t, c in zip(tallies, counts)]
+    return rows.rename_columns([*table.column_names, *rows.column_names[len(lake_names):]]), read, counted
 
 
 # ---------------------------------------------------------------- the checks (each None when the batch is fine)

@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 
 from lattice import emit, types
 from lattice.dlattice import lattice_shape
-from lattice.ir import Argument, ColumnRef, Plan, View
+from lattice.ir import Argument, ColumnRef, Plan, Table, View
 from lattice.refresh import delta_columns
 from lattice.sql import ident, to_dialect
 from runtime import delta
@@ -68,6 +68,8 @@ def _propagate(spark: SparkSession, plan: Plan, lake: Lake, batch: str, state: L
     # extreme's first pass are made from them in this process
     rows = driver_checks.BatchRows(lake, state, lake.batch_files(batch, [t.name for t in plan.schema.base_tables]),
                                    plan.fact_tables)
+    if level is None:  # a lost extreme's first pass is made in this process too: the delete check's pass counts for it
+        rows.tallies_for = lambda table, dels: _tallies(plan, lake, state, table, dels)
     info = load_batch(spark, lake, plan, batch, state, checked, options.rewrite_below, rows)
     progress(f"propagate {batch}: {info.rows} change rows ({info.describe()}) "
              f"{'read' if checked else 'checked'} in {time.perf_counter() - t0:.1f}s")
@@ -437,7 +439,7 @@ def _extremes_by_month(spark: SparkSession, plan: Plan, view: View, arg: Argumen
     window = emit.extremes_within(view, arg, lo, hi, lake.months(view.fact, state))
     if window is None:
         return None
-    counts = None if counting is None else _counts(counting, state, view, window)
+    counts = None if counting is None else _counts(counting, state, view, window, rows)
     if counts is not None and batch is not None:
         first = _first_here(spark, view, arg, counting, counts, batch, window)
     else:
@@ -468,13 +470,9 @@ class _Counting(NamedTuple):
     probe: pa.Table  # the groups, by `keys`
 
 
-def _counting(spark: SparkSession, plan: Plan, lake: Lake, state: LakeState, view: View, arg: Argument,
-              groups: DataFrame) -> _Counting | None:
-    """Whether the base's term of minmax_recompute for `groups` is counted in this process exactly as Spark would
-    (runtime.delta.value_counts), and what it reads. None (the caller's query reads the base): a grand total; the
-    view reads a map, joins a dimension or filters; a key or the argument is not a column of the fact as it stands
-    (as declared, in its declared type), or the argument is a key; a key of floating point or a timestamp, an
-    argument not a DATE; the lake's columns not as declared; a NULL key; or more than DRIVER_ROWS groups."""
+def _countable(plan: Plan, lake: Lake, state: LakeState, view: View, arg: Argument) -> _Counting | None:
+    """_counting but for its groups (`probe` left empty): whether the base's term of minmax_recompute can be counted
+    in this process exactly as Spark would for some groups of the view."""
     columns = emit.fact_columns(view, arg)
     version = state.version(view.fact)
     if columns is None or not view.keys or version is None or arg.type.upper() != "DATE":
@@ -493,27 +491,141 @@ def _counting(spark: SparkSession, plan: Plan, lake: Lake, state: LakeState, vie
     lake_names = driver_checks.held_as_declared(snap, table)
     if lake_names is None or snap.mapped:
         return None
+    return _Counting(snap, keys, value, dict(zip(table.column_names, lake_names)), pa.table({}))
+
+
+def _counting(spark: SparkSession, plan: Plan, lake: Lake, state: LakeState, view: View, arg: Argument,
+              groups: DataFrame) -> _Counting | None:
+    """Whether the base's term of minmax_recompute for `groups` is counted in this process exactly as Spark would
+    (runtime.delta.value_counts), and what it reads. None (the caller's query reads the base): a grand total; the
+    view reads a map, joins a dimension or filters; a key or the argument is not a column of the fact as it stands
+    (as declared, in its declared type), or the argument is a key; a key of floating point or a timestamp, an
+    argument not a DATE; the lake's columns not as declared; a NULL key; or more than DRIVER_ROWS groups."""
+    countable = _countable(plan, lake, state, view, arg)
+    if countable is None:
+        return None
     batches = list(arrow_batches(groups.select(*[ident(k.name, "spark") for k in view.keys]).limit(DRIVER_ROWS + 1)))
     probe = pa.Table.from_batches(batches) if batches else None
     if probe is None or probe.num_rows > DRIVER_ROWS or any(c.null_count for c in probe.columns):
         return None
-    return _Counting(snap, keys, value, dict(zip(table.column_names, lake_names)), probe.rename_columns(keys))
+    return countable._replace(probe=probe.rename_columns(countable.keys))
 
 
-def _counts(counting: _Counting, state: LakeState, view: View, window: emit.Window | None = None) -> pa.Table | None:
+def _tallies(plan: Plan, lake: Lake, state: LakeState, table: Table, dels: pa.Table) -> list[delta.Tally]:
+    """What the delete check's pass over `table` (driver_checks.matched) counts beside its matches, so that the
+    first pass of a lost extreme (_extremes_by_month) reads nothing more: for each view and argument whose exact
+    MIN/MAX _countable counts over `table`, the base's term of minmax_recompute for every group that may lose its
+    extreme tonight (a group of the deleted rows `dels` whose smallest deleted value reaches its MIN in the view's lake copy,
+    or whose largest reaches its MAX: the lost groups are among them whatever the inserts), within the bounds
+    extremes_within gives those groups (the lost groups' bounds lie inside them). None asked for a view and
+    argument with no group that may lose its extreme (or more than DRIVER_ROWS), or bounds that leave no month out."""
+    tallies = []
+    for view in plan.lake_views:
+        if view.fact != table.name:
+            continue
+        for arg in emit.minmax_arguments(view):
+            counting = _countable(plan, lake, state, view, arg)
+            if counting is None:
+                continue
+            groups = _may_lose(lake, state, view, arg, counting.keys, counting.value, dels)
+            if not groups.num_rows or groups.num_rows > DRIVER_ROWS:
+                continue
+            lo, hi = driver_checks.deleted_bounds(dels, counting.keys, counting.value, groups)
+            window = emit.extremes_within(view, arg, lo, hi, lake.months(view.fact, state))
+            if window is None:
+                continue
+            lake_keys = [counting.lake_names[k] for k in counting.keys]
+            by_month = state.partitions.get(view.fact) is not None
+            tallies.append(delta.Tally(lake_keys, counting.lake_names[counting.value],
+                                       groups.rename_columns(lake_keys), window.upto, window.since,
+                                       set(window.months) if by_month else None))
+    return tallies
+
+
+def _may_lose(lake: Lake, state: LakeState, view: View, arg: Argument, keys: list[str], value: str,
+              dels: pa.Table) -> pa.Table:
+    """The groups (`keys`, the fact's names) of the deleted rows `dels` that may lose their MIN or MAX of `arg`
+    tonight: each group with a deleted value, or, where the view's lake copy at the lake's state is read here (at
+    most DRIVER_ROWS rows, the view's own columns), only those whose smallest deleted value is at most the MIN
+    there (whose largest at least its MAX), or that hold no such extreme there."""
+    held = dels.select([*keys, value]).filter(pc.is_valid(dels.column(value)))
+    per = held.group_by(keys, use_threads=False).aggregate([(value, "min"), (value, "max")])
+    version = state.version(view.name)
+    if not per.num_rows or version is None or lake.rows(view.name, state) > DRIVER_ROWS:
+        return per.select(keys)
+    snap = delta.snapshot(lake.table_path(view.name), version)
+    sides = [(kind, s.column) for kind in ("min", "max") if (s := view.stored_of(kind, arg.index)) is not None]
+    names = [k.name for k in view.keys] + [c for _, c in sides]
+    if snap.mapped or not set(names) <= set(snap.schema.names):
+        return per.select(keys)
+    copy = delta.read_snapshot(snap, names).rename_columns([*keys, *(f"_c_{kind}" for kind, _ in sides)])
+    try:
+        both = per.join(copy.cast(pa.schema([per.schema.field(k) for k in keys]
+                                            + [copy.schema.field(f"_c_{kind}") for kind, _ in sides])),
+                        keys, join_type="left outer", use_threads=False)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # a key type Arrow's join or cast does not take
+        return per.select(keys)
+    reach = []
+    for kind, _ in sides:
+        old, deleted = both.column(f"_c_{kind}"), both.column(f"{value}_{kind}")
+        test = pc.less_equal if kind == "min" else pc.greater_equal
+        reach.append(pc.or_kleene(pc.is_null(old), test(deleted, old.cast(deleted.type))))
+    return both.filter(reach[0] if len(reach) == 1 else pc.or_kleene(*reach)).select(keys)
+
+
+def _counts(counting: _Counting, state: LakeState, view: View, window: emit.Window | None = None,
+            rows: driver_checks.BatchRows | None = None) -> pa.Table | None:
     """The base's term counted (runtime.delta.value_counts, in `window`'s months and values when given): the keys
-    (the fact's declared names), `_v` and `_n`; None when Arrow's join or cast does not take a key's type."""
+    (the fact's declared names), `_v` and `_n`; None when Arrow's join or cast does not take a key's type. Where the
+    delete check's pass counted them already (one of `rows`' tallies of the fact, _tallies: its groups and bounds hold these),
+    they are taken from there, and only the months that pass did not read are read."""
     c = counting
     by_month = window is not None and state.partitions.get(view.fact) is not None
-    lake_keys = [c.lake_names[k] for k in c.keys]
+    lake_keys, value = [c.lake_names[k] for k in c.keys], c.lake_names[c.value]
+    probe = c.probe.rename_columns(lake_keys)
+    below, since = (window.upto, window.since) if window else (None, None)
+    months = set(window.months) if by_month else None
+
+    def read(partitions: set | None) -> pa.Table:
+        counts, read = delta.value_counts(c.snap, lake_keys, value, probe, below, since, partitions)
+        count_local("base", view.fact, read.rows, read.bytes)
+        return counts
+
     try:
-        counts, read = delta.value_counts(c.snap, lake_keys, c.lake_names[c.value], c.probe.rename_columns(lake_keys),
-                                          below=window.upto if window else None, since=window.since if window else None,
-                                          partitions=set(window.months) if by_month else None)
+        tallied = rows.tallied.get(view.fact, []) if rows is not None and window is not None else []
+        held = next(filter(None, (_tallied_counts(t, lake_keys, value, probe, below, since, months)
+                                  for t in tallied)), None)
+        if held is None:
+            counts = read(months)
+        else:
+            counts, rest = held
+            if rest:
+                counts = pa.concat_tables([counts, read(rest).cast(counts.schema)])
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # a key type Arrow's join or cast does not take
         return None
-    count_local("base", view.fact, read.rows, read.bytes)
     return counts.rename_columns([*c.keys, "_v", "_n"])
+
+
+def _tallied_counts(tallied: driver_checks.Tallied, keys: list[str], value: str, probe: pa.Table, below, since,
+                    months: set | None) -> tuple[pa.Table, set] | None:
+    """value_counts of `probe`'s groups (`keys`, the lake's names) within `below` and `since`, in `months` (None:
+    every month), taken from the counts the delete check's pass made (`tallied`), and the months of `months` that
+    pass did not count (an empty set: none). None: the tally does not hold them (other columns, groups it did not
+    count, narrower bounds, or a table read whole where the pass read some months)."""
+    tally, counts, covered = tallied
+    if tally.keys != keys or tally.value != value:
+        return None
+    if (below is not None and (tally.below is None or below > tally.below)) or \
+            (since is not None and (tally.since is None or since < tally.since)):
+        return None
+    if months is None and covered is not None:
+        return None
+    probe = probe.cast(pa.schema([counts.schema.field(k) for k in keys]))
+    if probe.join(tally.probe.cast(probe.schema), keys, join_type="left anti", use_threads=False).num_rows:
+        return None
+    held = counts.join(probe, keys, join_type="left semi", use_threads=False)
+    held = held.filter(delta.within(held.column("_v"), below, since))
+    return held, set() if months is None or covered is None else months - covered
 
 
 def _register_counts(spark: SparkSession, view: View, arg: Argument, counts: pa.Table, groups_name: str) -> str:

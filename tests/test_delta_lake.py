@@ -365,7 +365,7 @@ def test_the_delete_checks_pass_in_this_process_keeps_every_row_a_deleted_row_eq
 
     wanted = driver_checks.months_of(dels, "d")
     assert wanted == {"2026-01", "2026-02"}
-    record, read = driver_checks.matched(lake, state, table, dels, POSITION, wanted)
+    record, read, _ = driver_checks.matched(lake, state, table, dels, POSITION, wanted)
 
     cols = list(table.column_names)
     live = spark.read.format("delta").load(str(path)).select(*cols, PART, "_metadata.file_name", "_metadata.row_index")

@@ -351,3 +351,27 @@ def test_a_small_copys_changed_groups_made_in_arrow_equal_sparks(spark, aggregat
         assert normal(tuple(d.values()) for d in updated.to_pylist()) == normal(tuple(x) for x in want), trial
         made += 1
     assert made >= 7
+
+
+def test_random_nights_over_maps_by_month_count_lost_extremes_in_the_delete_checks_pass(tmp_path, spark, quiet,
+                                                                                          monkeypatch):
+    """pos laid out by month and deleted from by position (the delete check's pass is the command's): that pass
+    also counts, for the groups of a map whose earliest sale the night may delete (by the map's lake copy), the base
+    rows a lost extreme's first pass needs, and that pass reads nothing more. Random nights with deletes over the
+    maps equal recomputation from the model."""
+    monkeypatch.setenv("NIGHTSHIFT_REWRITE_BELOW", "0")  # a table this small would be written anew
+    root = make_project(tmp_path / "p", VIEWS)
+    _with_maps(root)
+    toml = root / "nightshift.toml"
+    toml.write_text(toml.read_text().replace('[lake]\npath = "lake"\n',
+                                             '[lake]\npath = "lake"\npartition_by = { pos = "date" }\n'))
+    cycle = Cycle(load_project(root), spark=spark, progress=quiet)
+    model = Model()
+    gen = BatchGenerator(29, model, days=150)  # sales over five months: a lost extreme's month is one of several
+    for n in range(6):
+        changes = gen.initial() if n == 0 else gen.night()
+        write_changes(root, f"b{n:04d}", changes)
+        cycle.run(f"b{n:04d}")
+        model.apply(changes)
+        check_served(cycle, model, VIEWS, f"pos by month, deleted from by position, batch b{n:04d}")
+    cycle.close()
