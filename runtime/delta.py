@@ -673,6 +673,11 @@ def chunk_bytes(meta: pq.FileMetaData, group: int, columns) -> int:
                if rg.column(i).path_in_schema.split(".")[0] in wanted)
 
 
+def columns_bytes(snap: DeltaSnapshot, columns) -> int:
+    """The compressed bytes of `columns`' chunks in every live file of `snap`: what reading those columns takes."""
+    return sum(chunk_bytes(meta, g, columns) for _, _, meta, g, _ in _row_groups(snap, None))
+
+
 def file_bytes(files) -> int:
     """The bytes of whole files read (a small table's or a change batch's, every column)."""
     return sum(Path(f).stat().st_size for f in files)

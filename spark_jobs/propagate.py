@@ -559,6 +559,7 @@ def _may_lose(lake: Lake, state: LakeState, view: View, arg: Argument, keys: lis
     if snap.mapped or not set(names) <= set(snap.schema.names):
         return per.select(keys)
     copy = delta.read_snapshot(snap, names).rename_columns([*keys, *(f"_c_{kind}" for kind, _ in sides)])
+    count_local("copy", view.name, copy.num_rows, delta.columns_bytes(snap, names))
     try:
         both = per.join(copy.cast(pa.schema([per.schema.field(k) for k in keys]
                                             + [copy.schema.field(f"_c_{kind}") for kind, _ in sides])),
