@@ -319,6 +319,15 @@ def _monotone(plan: Plan, view: View, changed: set[str], info: BatchInfo) -> boo
     return True
 
 
+def month_arguments(view: View, partitions: dict[str, str]) -> tuple[int, ...]:
+    """The MIN/MAX arguments of `view` (their indexes) that are the very column the base's months lay its fact table
+    out by (`partitions`: table -> that column): a lost extreme of one is looked for in its months first."""
+    column = next((c for t, c in partitions.items() if t.lower() == view.fact.lower()), None)
+    if column is None:
+        return ()
+    return tuple(a.index for a in emit.minmax_arguments(view) if a.sql.lower() == qualified(view.fact, column).lower())
+
+
 def _view_step(part: int, view: View, changed: set[str], info: BatchInfo, options: Options, choice: ModeChoice | None,
                level_of: dict, copied: bool, partitions: dict[str, str], plan: Plan) -> ViewStep:
     if not view.incremental:
@@ -336,9 +345,5 @@ def _view_step(part: int, view: View, changed: set[str], info: BatchInfo, option
         if options.weak_minimality and _monotone(plan, view, changed, info):
             exact = "monotone"
     reason = view.reason if nested and choice.mode == "delta" else choice.reason
-    by_month = ()
-    column = next((c for t, c in partitions.items() if t.lower() == view.fact.lower()), None)
-    if exact not in ("", "monotone") and column is not None:  # an extreme of the very column the base's months are of
-        by_month = tuple(a.index for a in emit.minmax_arguments(view)
-                         if a.sql.lower() == qualified(view.fact, column).lower())
+    by_month = month_arguments(view, partitions) if exact not in ("", "monotone") else ()
     return ViewStep(view.name, part, choice.mode, reason, exact, level_of.get(view.name, 0), nested, by_month)

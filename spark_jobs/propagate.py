@@ -32,7 +32,7 @@ from runtime.errors import BatchOrderError, ConfigError
 from runtime.faults import checkpoint
 from runtime.lake import Lake, LakeState, parquet_rows
 from runtime.manifest import MANIFEST_VERSION, DeltaResult, LevelRecord, Manifest, add_rows_read
-from runtime.night import BatchInfo, NightPlan, ViewStep, measures, plan_night, statistics_wanted
+from runtime.night import BatchInfo, NightPlan, ViewStep, measures, month_arguments, plan_night, statistics_wanted
 from runtime.options import Options
 from spark_jobs import driver_checks
 from spark_jobs.changes import load_batch
@@ -515,16 +515,18 @@ def _counting(spark: SparkSession, plan: Plan, lake: Lake, state: LakeState, vie
 def _tallies(plan: Plan, lake: Lake, state: LakeState, table: Table, dels: pa.Table) -> list[delta.Tally]:
     """What the delete check's pass over `table` (driver_checks.matched) counts beside its matches, so that the
     first pass of a lost extreme (_extremes_by_month) reads nothing more: for each view and argument whose exact
-    MIN/MAX _countable counts over `table`, the base's term of minmax_recompute for every group that may lose its
-    extreme tonight (a group of the deleted rows `dels` whose smallest deleted value reaches its MIN in the view's lake copy,
-    or whose largest reaches its MAX: the lost groups are among them whatever the inserts), within the bounds
-    extremes_within gives those groups (the lost groups' bounds lie inside them). None asked for a view and
-    argument with no group that may lose its extreme (or more than DRIVER_ROWS), or bounds that leave no month out."""
+    MIN/MAX _countable counts over `table` and whose argument the base's months are of (runtime.night.month_arguments),
+    the base's term of minmax_recompute for every group that may lose its extreme tonight (_may_lose: the lost
+    groups are among them whatever the inserts), within the bounds extremes_within gives those groups (the lost
+    groups' bounds lie inside them). Nothing asked for a view and argument with no group that may lose its extreme
+    (or more than DRIVER_ROWS), or bounds that leave no month out."""
     tallies = []
     for view in plan.lake_views:
         if view.fact != table.name:
             continue
         for arg in emit.minmax_arguments(view):
+            if arg.index not in month_arguments(view, state.partitions):  # no first pass by month (_extremes_by_month)
+                continue
             counting = _countable(plan, lake, state, view, arg)
             if counting is None:
                 continue
@@ -536,10 +538,8 @@ def _tallies(plan: Plan, lake: Lake, state: LakeState, table: Table, dels: pa.Ta
             if window is None:
                 continue
             lake_keys = [counting.lake_names[k] for k in counting.keys]
-            by_month = state.partitions.get(view.fact) is not None
             tallies.append(delta.Tally(lake_keys, counting.lake_names[counting.value],
-                                       groups.rename_columns(lake_keys), window.upto, window.since,
-                                       set(window.months) if by_month else None))
+                                       groups.rename_columns(lake_keys), window.upto, window.since, set(window.months)))
     return tallies
 
 

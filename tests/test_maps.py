@@ -368,7 +368,7 @@ def test_random_nights_over_maps_by_month_count_lost_extremes_in_the_delete_chec
     cycle = Cycle(load_project(root), spark=spark, progress=quiet)
     model = Model()
     gen = BatchGenerator(29, model, days=150)  # sales over five months: a lost extreme's month is one of several
-    for n in range(6):
+    for n in range(4):
         changes = gen.initial() if n == 0 else gen.night()
         write_changes(root, f"b{n:04d}", changes)
         cycle.run(f"b{n:04d}")
