@@ -144,11 +144,12 @@ def run_nights(cycle, root: Path, gen: "BatchGenerator", model: "Model", nights:
 
 
 def nights_equal_recomputation(cycle, root: Path, views: dict[str, str], seed: int, where: str = "",
-                               nights: int = 2) -> "Model":
+                               nights: int = 2, days: int = 5) -> "Model":
     """The initial load and `nights` random nights (batches b0000, ...) through the whole cycle, the served
-    views checked against the model's recomputation after each. Returns the model, at the last night."""
+    views checked against the model's recomputation after each (sales over `days` days). Returns the model, at
+    the last night."""
     model = Model()
-    gen = BatchGenerator(seed, model)
+    gen = BatchGenerator(seed, model, days)
     for n in range(nights + 1):
         batch = f"b{n:04d}"
         changes = gen.initial() if n == 0 else gen.night()

@@ -366,12 +366,6 @@ def test_random_nights_over_maps_by_month_count_lost_extremes_in_the_delete_chec
     toml.write_text(toml.read_text().replace('[lake]\npath = "lake"\n',
                                              '[lake]\npath = "lake"\npartition_by = { pos = "date" }\n'))
     cycle = Cycle(load_project(root), spark=spark, progress=quiet)
-    model = Model()
-    gen = BatchGenerator(29, model, days=150)  # sales over five months: a lost extreme's month is one of several
-    for n in range(4):
-        changes = gen.initial() if n == 0 else gen.night()
-        write_changes(root, f"b{n:04d}", changes)
-        cycle.run(f"b{n:04d}")
-        model.apply(changes)
-        check_served(cycle, model, VIEWS, f"pos by month, deleted from by position, batch b{n:04d}")
+    # sales over five months: a lost extreme's month is one of several
+    nights_equal_recomputation(cycle, root, VIEWS, 29, "pos by month, deleted from by position, ", nights=3, days=150)
     cycle.close()

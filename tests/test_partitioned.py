@@ -12,7 +12,8 @@ from decimal import Decimal
 
 import pytest
 
-from harness import EXTENDED, FIGURE_1, BatchGenerator, Model, check_served, make_project, write_changes
+from harness import EXTENDED, FIGURE_1, BatchGenerator, Model, check_served, make_project, nights_equal_recomputation, \
+    write_changes
 from nightshift.cli import main
 from nightshift.config import load_project
 from nightshift.cycle import Cycle
@@ -279,12 +280,6 @@ def test_random_nights_keep_the_earliest_and_latest_sale_exact_by_month(tmp_path
     root = make_project(tmp_path / "p", FIRST_LAST, maintain="incremental")
     _partition(root)
     cycle = Cycle(load_project(root), spark=spark, progress=quiet)
-    model = Model()
-    gen = BatchGenerator(seed, model, days=150)  # sales over five months: a lost extreme's month is one of several
-    for n in range(8):
-        changes = gen.initial() if n == 0 else gen.night()
-        write_changes(root, f"b{n:04d}", changes)
-        cycle.run(f"b{n:04d}")
-        model.apply(changes)
-        check_served(cycle, model, FIRST_LAST, f"b{n:04d}")
+    # sales over five months: a lost extreme's month is one of several
+    nights_equal_recomputation(cycle, root, FIRST_LAST, seed, nights=7, days=150)
     cycle.close()
