@@ -719,14 +719,14 @@ def _keep_slice(keep: pa.Array, start: int, n: int) -> pa.Array:
 class Tally(NamedTuple):
     """value_counts asked of a pass that reads the columns anyway (matching_rows' `tallies`): how many live rows hold
     each (keys, value) among the rows whose `keys` (the lake's names) equal a row of `probe` and whose `value` is
-    within `below` and `since` (delta.within), in the months `partitions` (None: every month the pass reads)."""
+    within `below` and `since` (delta.within), in the months `partitions` of a table laid out by month."""
 
     keys: list[str]
     value: str
     probe: pa.Table
+    partitions: set
     below: object = None
     since: object = None
-    partitions: set | None = None
 
 
 def matching_rows(snap: DeltaSnapshot, columns: list[str], probe: pa.Table, keys: list[str],
@@ -792,9 +792,8 @@ def matching_rows(snap: DeltaSnapshot, columns: list[str], probe: pa.Table, keys
         parts, start = [], first
         keep = snap.keep.get(f)
         # a tally whose column this file lacks (added since) counts nothing here: NULL matches no probe
-        counting = [k for k, t in enumerate(tallies) if set(counted[k][0].names) <= held and (
-            t.partitions is None or not snap.partition_columns
-            or values.get(snap.partition_columns[0]) in t.partitions)]
+        counting = [k for k, t in enumerate(tallies) if set(counted[k][0].names) <= held and snap.partition_columns
+                    and values.get(snap.partition_columns[0]) in t.partitions]
         tallied: list[list[pa.Table]] = [[] for _ in tallies]
         for batch in pf.iter_batches(batch_size=MATCH_BATCH, row_groups=[g], columns=present, use_threads=False):
             n = batch.num_rows

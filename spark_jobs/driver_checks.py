@@ -98,11 +98,11 @@ def reported(names: Iterable[str], values: Iterable, **counts) -> dict:
 
 class Tallied(NamedTuple):
     """The counts a delete check's pass made beside its matches (runtime.delta.matching_rows' tally): what was
-    asked, the counts (as value_counts gives them) and the months counted (None: every file of the table)."""
+    asked, the counts (as value_counts gives them) and the months counted."""
 
     tally: delta.Tally
     counts: pa.Table
-    months: set | None
+    months: set
 
 
 class BatchRows:
@@ -284,8 +284,7 @@ def matched(lake: Lake, state: LakeState, table: Table, dels: pa.Table, place: t
         if not tallies:
             raise
         tallies, (rows, read, counts) = [], delta.matching_rows(snap, lake_names, probe, keys, place, wanted)
-    counted = [Tallied(t, c, wanted if t.partitions is None else t.partitions if wanted is None else wanted & t.partitions)
-               for t, c in zip(tallies, counts)]
+    counted = [Tallied(t, c, t.partitions if wanted is None else wanted & t.partitions) for t, c in zip(tallies, counts)]
     return rows.rename_columns([*table.column_names, *rows.column_names[len(lake_names):]]), read, counted
 
 

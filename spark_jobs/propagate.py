@@ -524,8 +524,9 @@ def _tallies(plan: Plan, lake: Lake, state: LakeState, table: Table, dels: pa.Ta
     for view in plan.lake_views:
         if view.fact != table.name:
             continue
+        by_month = month_arguments(view, state.partitions)
         for arg in emit.minmax_arguments(view):
-            if arg.index not in month_arguments(view, state.partitions):  # no first pass by month (_extremes_by_month)
+            if arg.index not in by_month:  # no first pass by month (_extremes_by_month)
                 continue
             counting = _countable(plan, lake, state, view, arg)
             if counting is None:
@@ -538,8 +539,8 @@ def _tallies(plan: Plan, lake: Lake, state: LakeState, table: Table, dels: pa.Ta
             if window is None:
                 continue
             lake_keys = [counting.lake_names[k] for k in counting.keys]
-            tallies.append(delta.Tally(lake_keys, counting.lake_names[counting.value],
-                                       groups.rename_columns(lake_keys), window.upto, window.since, set(window.months)))
+            tallies.append(delta.Tally(lake_keys, counting.lake_names[counting.value], groups.rename_columns(lake_keys),
+                                       set(window.months), window.upto, window.since))
     return tallies
 
 
@@ -610,24 +611,22 @@ def _counts(counting: _Counting, state: LakeState, view: View, window: emit.Wind
 
 def _tallied_counts(tallied: driver_checks.Tallied, keys: list[str], value: str, probe: pa.Table, below, since,
                     months: set | None) -> tuple[pa.Table, set] | None:
-    """value_counts of `probe`'s groups (`keys`, the lake's names) within `below` and `since`, in `months` (None:
-    every month), taken from the counts the delete check's pass made (`tallied`), and the months of `months` that
-    pass did not count (an empty set: none). None: the tally does not hold them (other columns, groups it did not
-    count, narrower bounds, or a table read whole where the pass read some months)."""
+    """value_counts of `probe`'s groups (`keys`, the lake's names) within `below` and `since`, in `months` (the
+    months of a table laid out by month), taken from the counts the delete check's pass made (`tallied`), and the
+    months of `months` that pass did not count (an empty set: none). None: the tally does not hold them (other
+    columns, groups it did not count, narrower bounds, or a table not read by month)."""
     tally, counts, covered = tallied
-    if tally.keys != keys or tally.value != value:
+    if tally.keys != keys or tally.value != value or months is None:
         return None
     if (below is not None and (tally.below is None or below > tally.below)) or \
             (since is not None and (tally.since is None or since < tally.since)):
-        return None
-    if months is None and covered is not None:
         return None
     probe = probe.cast(pa.schema([counts.schema.field(k) for k in keys]))
     if probe.join(tally.probe.cast(probe.schema), keys, join_type="left anti", use_threads=False).num_rows:
         return None
     held = counts.join(probe, keys, join_type="left semi", use_threads=False)
     held = held.filter(delta.within(held.column("_v"), below, since))
-    return held, set() if months is None or covered is None else months - covered
+    return held, months - covered
 
 
 def _register_counts(spark: SparkSession, view: View, arg: Argument, counts: pa.Table, groups_name: str) -> str:

@@ -78,6 +78,19 @@ def make_project(root: Path, views: dict[str, str], schema_sql: str = SCHEMA_SQL
     return root
 
 
+PARTITIONED = '[lake]\npath = "lake"\npartition_by = { pos = "date" }\n'
+
+
+def partition_pos(root: Path, on: bool = True) -> None:
+    """Lay pos out by month of its date column ([lake] partition_by = { pos = "date" }), or (on=False) no longer."""
+    toml = root / "nightshift.toml"
+    text = toml.read_text()
+    if on:
+        toml.write_text(text.replace('[lake]\npath = "lake"\n', PARTITIONED))
+    else:
+        toml.write_text(text.replace(PARTITIONED, '[lake]\npath = "lake"\n'))
+
+
 def project_url(root: Path) -> str:
     import tomllib
 

@@ -16,7 +16,7 @@ from nightshift.config import load_project
 from nightshift.cycle import Cycle
 from nightshift.oracle import bag, duckdb_base
 
-BATCHES = int(os.environ.get("NIGHTSHIFT_DIFF_BATCHES", "16"))
+BATCHES = int(os.environ.get("NIGHTSHIFT_DIFF_BATCHES", "12"))
 VIEWS = {**FIGURE_1, **EXTENDED}  # one project keeps all eight views: one Spark job a night serves them all
 # three seeds a backend within the suite's 30 minutes; NIGHTSHIFT_DIFF_SEEDS=1,2,3,4,5 widens the search
 SEEDS = tuple(int(s) for s in os.environ.get("NIGHTSHIFT_DIFF_SEEDS", "1,2,3").split(","))

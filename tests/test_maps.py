@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from harness import EXTENDED, FIGURE_1, SCHEMA_SQL, BatchGenerator, Model, check_served, make_project, \
-    nights_equal_recomputation, run_nights, write_changes
+    nights_equal_recomputation, partition_pos, run_nights, write_changes
 from lattice.compile import compile_project
 from lattice.errors import UnsupportedView
 from lattice.passes.choose_maps import MAP_ROWS, MAP_SHARE, over_map
@@ -362,9 +362,7 @@ def test_random_nights_over_maps_by_month_count_lost_extremes_in_the_delete_chec
     monkeypatch.setenv("NIGHTSHIFT_REWRITE_BELOW", "0")  # a table this small would be written anew
     root = make_project(tmp_path / "p", VIEWS)
     _with_maps(root)
-    toml = root / "nightshift.toml"
-    toml.write_text(toml.read_text().replace('[lake]\npath = "lake"\n',
-                                             '[lake]\npath = "lake"\npartition_by = { pos = "date" }\n'))
+    partition_pos(root)
     cycle = Cycle(load_project(root), spark=spark, progress=quiet)
     # sales over five months: a lost extreme's month is one of several
     nights_equal_recomputation(cycle, root, VIEWS, 29, "pos by month, deleted from by position, ", nights=3, days=150)

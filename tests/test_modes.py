@@ -61,7 +61,7 @@ INCREMENTAL = {"SID_sales", "sR_sales", "weekly", "buckets", "totals", "priced",
                "busy_regions", "distinct_items", "reach", "city_items"}
 NESTED = {"best_day", "top_store", "busy_regions"}
 AUXILIARY = {"distinct_items", "reach", "city_items"}
-NIGHTS = 3
+NIGHTS = 2
 
 
 def _check(cycle: Cycle, model: Model, where: str) -> None:

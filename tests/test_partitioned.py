@@ -13,7 +13,7 @@ from decimal import Decimal
 import pytest
 
 from harness import EXTENDED, FIGURE_1, BatchGenerator, Model, check_served, make_project, nights_equal_recomputation, \
-    write_changes
+    partition_pos, write_changes
 from nightshift.cli import main
 from nightshift.config import load_project
 from nightshift.cycle import Cycle
@@ -22,16 +22,6 @@ from runtime.lake import PART, delta_snapshot
 from spark_jobs.changes import read_table
 
 NO_MINMAX = {k: v for k, v in FIGURE_1.items() if k != "SiC_sales"}
-PARTITIONED = '[lake]\npath = "lake"\npartition_by = { pos = "date" }\n'
-
-
-def _partition(root, on: bool = True) -> None:
-    toml = root / "nightshift.toml"
-    text = toml.read_text()
-    if on:
-        toml.write_text(text.replace('[lake]\npath = "lake"\n', PARTITIONED))
-    else:
-        toml.write_text(text.replace(PARTITIONED, '[lake]\npath = "lake"\n'))
 
 
 def _sale(store: int, item: int, day: dt.date | None, qty: int) -> tuple:
@@ -57,7 +47,7 @@ def _files(cycle) -> dict:
 def test_a_night_rewrites_and_checks_only_the_months_it_touches(tmp_path, spark, quiet, monkeypatch):
     monkeypatch.setenv("NIGHTSHIFT_REWRITE_BELOW", "0")  # a table this small would be written anew
     root = make_project(tmp_path / "p", NO_MINMAX)
-    _partition(root)
+    partition_pos(root)
     cycle = Cycle(load_project(root), spark=spark, progress=quiet)
     model = Model()
     initial = {"stores": [("insert", (1, "springfield", "north")), ("insert", (2, "ogdenville", "south"))],
@@ -130,7 +120,7 @@ def test_random_nights_stay_exact_while_the_layout_is_switched_on_and_off(tmp_pa
     for n in range(6):
         if n in (2, 4):  # on after two unpartitioned nights (the next apply-base lays every month out), then off
             cycle.close()
-            _partition(root, on=n == 2)
+            partition_pos(root, on=n == 2)
             cycle = Cycle(load_project(root), spark=spark, progress=quiet)
         changes = gen.initial() if n == 0 else gen.night()
         write_changes(root, f"b{n:04d}", changes)
@@ -154,7 +144,7 @@ def test_a_lost_earliest_or_latest_sale_is_found_in_its_month_first(tmp_path, sp
     month has no other sale of the store; the extremes stay exact either way."""
     monkeypatch.setenv("NIGHTSHIFT_REWRITE_BELOW", "0")  # deletes by position: the delete check's pass is the command's
     root = make_project(tmp_path / "p", FIRST_LAST, maintain="incremental")
-    _partition(root)
+    partition_pos(root)
     cycle = Cycle(load_project(root), spark=spark, progress=quiet)
     model = Model()
     sales = {1: [dt.date(2026, 1, 5), dt.date(2026, 1, 20), dt.date(2026, 3, 3), dt.date(2026, 6, 10)],
@@ -278,7 +268,7 @@ def test_random_nights_keep_the_earliest_and_latest_sale_exact_by_month(tmp_path
     lost extremes' first pass, made in the command from the batch's rows and the base's counts, and every pass
     after it keep the views equal to their recomputation."""
     root = make_project(tmp_path / "p", FIRST_LAST, maintain="incremental")
-    _partition(root)
+    partition_pos(root)
     cycle = Cycle(load_project(root), spark=spark, progress=quiet)
     # sales over five months: a lost extreme's month is one of several
     nights_equal_recomputation(cycle, root, FIRST_LAST, seed, nights=7, days=150)
