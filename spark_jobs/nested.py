@@ -74,15 +74,15 @@ def register_old(spark: SparkSession, view: View, copy: DataFrame) -> None:
 
 
 def view_changes(spark: SparkSession, view: View, copy: DataFrame, sd: DataFrame, out: Path,
-                 change_set: bool = True, here: bool = False, rows: Callable[[], pa.Table] | None = None
-                 ) -> DataFrame | None:
+                 change_set: bool = True, here: bool = False, rows: Callable[[], pa.Table] | None = None,
+                 sd_rows: pa.Table | None = None) -> DataFrame | None:
     """Register V's change set (module docstring) from its copy and final summary-delta `sd`; write
     the changed groups' new stored rows to `out` (apply-base makes them the next copy). Returns them.
     change_set False (no view reads V's change set tonight): only write them, in one Spark job; here (a small
     copy, small_copy): streamed to this process and written here. rows: reads the copy's rows in this process (a small
     copy): with change_set, the changed groups' old and new rows are made here (update_rows) from them and `sd`
-    streamed here, no Spark job, unless `sd` is large or Arrow might not give Spark's values (then the copy is not
-    read here)."""
+    streamed here (or `sd_rows`, its rows already held here), no Spark job, unless `sd` is large or Arrow might not
+    give Spark's values (then the copy is not read here)."""
     name = view.name
     copy.createOrReplaceTempView(emit.rel("copy", name))
     # the final summary-delta under its own name: __ns_sd_<V> stays V's raw lattice point (with its
@@ -97,7 +97,7 @@ def view_changes(spark: SparkSession, view: View, copy: DataFrame, sd: DataFrame
         return None
     # the copy's rows of the changed groups, read from the copy once and kept: the new rows and the
     # deleted old rows come from them (only the MIN/MAX recomputations of outer views read the whole copy)
-    made = _updated_here(spark, view, rows, sd)
+    made = _updated_here(spark, view, rows, sd, sd_rows)
     if made is not None:  # the same rows as written, carried in the plans of the queries below
         touched, updated = made
         write_folder(out, updated)
@@ -137,17 +137,21 @@ def write_update(view: View, rows: pa.Table, sd: pa.Table, out: Path) -> bool:
     return made is not None
 
 
-def _updated_here(spark: SparkSession, view: View, rows: Callable[[], pa.Table] | None, sd: DataFrame
-                  ) -> tuple[pa.Table, pa.Table] | None:
-    """update_rows over the copy's rows (read by rows(), once `sd` is known to serve) and `sd` streamed here (at most
-    DRIVER_ROWS of them, each column a type that goes to Arrow and back to Spark unchanged, session.PLAIN_TYPES);
-    None: Spark makes them."""
+def _updated_here(spark: SparkSession, view: View, rows: Callable[[], pa.Table] | None, sd: DataFrame,
+                  held: pa.Table | None = None) -> tuple[pa.Table, pa.Table] | None:
+    """update_rows over the copy's rows (read by rows(), once `sd` is known to serve) and `sd` streamed here, or
+    `held`, its rows held here already (at most DRIVER_ROWS of them, each column a type that goes to Arrow and back
+    to Spark unchanged, session.PLAIN_TYPES); None: Spark makes them."""
     if rows is None or not all(isinstance(f.dataType, PLAIN_TYPES) for f in sd.schema.fields):
         return None
-    batches = list(arrow_batches(sd.limit(DRIVER_ROWS + 1)))
-    if not batches or sum(b.num_rows for b in batches) > DRIVER_ROWS:
+    if held is not None:
+        delta = held
+    else:
+        batches = list(arrow_batches(sd.limit(DRIVER_ROWS + 1)))
+        delta = pa.Table.from_batches(batches) if batches else None
+    if delta is None or not delta.num_rows or delta.num_rows > DRIVER_ROWS:
         return None  # no row (Spark's writer leaves the empty folder apply-base expects), or too many
-    return update_rows(view, rows(), pa.Table.from_batches(batches))
+    return update_rows(view, rows(), delta)
 
 
 def _quoted(view: View) -> list[tuple[str, str]]:

@@ -84,10 +84,12 @@ def _propagate(spark: SparkSession, plan: Plan, lake: Lake, batch: str, state: L
     raw: dict[str, DataFrame] = {}
     final: dict[str, DataFrame] = {}
     early = {c.view for c in night.copies if c.level < len(night.levels)}  # a later level reads its change set
+    small = _small_night(plan, lake, state, info)
+    held: dict[str, pa.Table] = {}  # an early view's summary-delta held in this process (_held)
     frames = []
     for k in range(len(night.levels)):  # in level order: a nested view's change set needs its inner view's delta
         t_copies = time.perf_counter()
-        updated = _copies(spark, plan, lake, night, state, k, lambda v: final[v])
+        updated = _copies(spark, plan, lake, night, state, k, lambda v: final[v], held)
         if updated:  # from the summary-deltas of the lower levels these copies follow, computed there
             progress(f"propagate {batch}: level {k}: lake copies of {', '.join(updated)} updated in "
                      f"{time.perf_counter() - t_copies:.1f}s")
@@ -110,8 +112,15 @@ def _propagate(spark: SparkSession, plan: Plan, lake: Lake, batch: str, state: L
                     # a later level's copy update needs it before _write_together writes it: computed once,
                     # not twice (its exact MIN/MAX may scan the base), and kept without its lineage, so the
                     # queries over it (the copy's change set, the views of the next level) plan over a
-                    # small plan instead of the whole lattice again
-                    frame = frame.localCheckpoint()
+                    # small plan instead of the whole lattice again. On a small night its rows are held here:
+                    # the copy's update and the night's write take them from here, Spark's queries from a
+                    # relation of them
+                    rows_here = _held(frame) if small else None
+                    if rows_here is None:
+                        frame = frame.localCheckpoint()
+                    else:
+                        held[view.name] = rows_here
+                        frame = spark.createDataFrame(rows_here)
                     kept.append(view.name)
                 frames.append((step, view, frame))
                 final[view.name] = frame
@@ -122,7 +131,7 @@ def _propagate(spark: SparkSession, plan: Plan, lake: Lake, batch: str, state: L
     out = lake.delta_root(batch)
     t1 = time.perf_counter()
     # the frames kept by localCheckpoint go with the night's last reference to them
-    _write_together(frames, out, here=_small_night(plan, lake, state, info))
+    _write_together(frames, out, here=small, held=held)
     for frame in shared:
         frame.unpersist()
     # the copies of last-level views (and of views no view reads) follow their summary-deltas as written (not
@@ -179,13 +188,14 @@ def _share_scans(spark: SparkSession, night: NightPlan, progress: Progress, leve
 
 
 def _copies(spark: SparkSession, plan: Plan, lake: Lake, night: NightPlan, state: LakeState, level: int,
-            final_delta: Callable[[str], DataFrame]) -> list[str]:
+            final_delta: Callable[[str], DataFrame], held: dict[str, pa.Table] | None = None) -> list[str]:
     """The change sets of the copied views (Plan.copied_views) whose points run at `level` (spark_jobs/nested):
     each from its lake copy and its final summary-delta (final_delta(view)); their copies' next rows
     are written under _copies/ for apply-base. A small copy's (nested.small_copy) are made in this process from its
-    rows read here and its summary-delta: the one final_delta gives, streamed here, at an earlier level; the one the
-    night wrote at the last (_written_delta). The copy is read here only once its summary-delta is known to serve
-    (each read counts as one read of the copy). Returns the views whose copies it updated."""
+    rows read here and its summary-delta: at an earlier level the one `held` holds here (_held), else the one
+    final_delta gives, streamed here; the one the night wrote at the last (_written_delta). The copy is read here
+    only once its summary-delta is known to serve (each read counts as one read of the copy). Returns the views whose
+    copies it updated."""
     updated = []
     last = level == len(night.levels)  # no view reads these copies' change sets: their new rows are only written
     small = last and any(step.level == level for step in night.copies) and _small_night(plan, lake, state, night.info)
@@ -194,13 +204,14 @@ def _copies(spark: SparkSession, plan: Plan, lake: Lake, night: NightPlan, state
             view = plan.view(step.view)
             rows = lake.rows(view.name, state)
             out = lake.copy_update_dir(night.batch, view.name)
-            held = state.version(view.name) is not None and small_copy(rows)  # a small copy, made before tonight
+            kept = state.version(view.name) is not None and small_copy(rows)  # a small copy, made before tonight
             # a last-level copy: its summary-delta as written, read here; its changed groups' rows made here too
-            sd = _written_delta(lake, plan, night, view) if last and held else None
+            sd = _written_delta(lake, plan, night, view) if last and kept else None
             if sd is None or not write_update(view, _copy_rows(lake, view, state), sd, out):
                 view_changes(spark, view, read_copy(spark, lake, view, state), final_delta(view.name), out,
                              change_set=not last, here=small and small_copy(rows),
-                             rows=(lambda v=view: _copy_rows(lake, v, state)) if held and not last else None)
+                             rows=(lambda v=view: _copy_rows(lake, v, state)) if kept and not last else None,
+                             sd_rows=(held or {}).get(view.name))
             updated.append(view.name)
     return updated
 
@@ -660,6 +671,16 @@ def _base_counts(spark: SparkSession, state: LakeState, view: View, arg: Argumen
     return None if counts is None else _register_counts(spark, view, arg, counts, groups_name)
 
 
+def _held(frame: DataFrame) -> pa.Table | None:
+    """The rows of an early view's summary-delta on a small night (_small_night) collected into this process, in
+    one Spark job (where a checkpoint, then the copy's update streaming them here, then the night's write took
+    three), when every column's type goes to Arrow and back to Spark unchanged (session.PLAIN_TYPES); None: Spark
+    keeps them (localCheckpoint)."""
+    if not all(isinstance(f.dataType, PLAIN_TYPES) for f in frame.schema.fields):
+        return None
+    return frame.toArrow()
+
+
 def _small_night(plan: Plan, lake: Lake, state: LakeState, info: BatchInfo) -> bool:
     """Whether the night's summary-deltas are few enough rows to be streamed to this process and written here
     (_write_here) rather than by Spark's writer: a batch of at most WRITE_HERE_CHANGES change rows, and no view kept by
@@ -670,6 +691,14 @@ def _small_night(plan: Plan, lake: Lake, state: LakeState, info: BatchInfo) -> b
         return False
     return not any(v.mode == "recompute" and (v.reads or any(lake.rows(t, state) > DRIVER_ROWS for t in v.tables))
                    for v in plan.lake_views)
+
+
+def _write_part(out: Path, part: int, rows: pa.Table) -> None:
+    """One part's rows (its own prefixed columns) written to its part=<i>/ folder as _write_here writes a part: one
+    Parquet file, none (and no folder) when there are no rows."""
+    if rows.num_rows:
+        (out / f"{PART}={part}").mkdir(parents=True, exist_ok=True)
+        pq.write_table(rows, out / f"{PART}={part}" / f"part-00000-{uuid.uuid4()}.snappy.parquet")
 
 
 def _write_here(union: DataFrame, out: Path, own: dict[int, list[str]]) -> None:
@@ -697,7 +726,7 @@ def _write_here(union: DataFrame, out: Path, own: dict[int, list[str]]) -> None:
 
 
 def _write_together(frames: list[tuple[ViewStep, View, DataFrame]], out: Path, replace_all: bool = True,
-                    here: bool = False) -> None:
+                    here: bool = False, held: dict[str, pa.Table] | None = None) -> None:
     """All summary-deltas of the night (or of one level) in ONE Spark job: their stages run side by
     side, the base tables the night shares are scanned once for all of them (_share_scans), and the night
     pays one output commit. Each view's columns get the prefix v<i>__ and its rows land in part=<i>/ (the
@@ -710,12 +739,26 @@ def _write_together(frames: list[tuple[ViewStep, View, DataFrame]], out: Path, r
     unionByName calls re-analyzed the growing union once per view (quadratic in a project's views).
 
     here: a small night's (_small_night) rows are streamed to this process and written here (_write_here) when
-    every column is of a type in session.PLAIN_TYPES; else, and for every other night, Spark's writer writes them."""
+    every column is of a type in session.PLAIN_TYPES; else, and for every other night, Spark's writer writes them.
+    held: the summary-deltas already held in this process (_held), by view: written from here as _write_here writes
+    a part, not through Spark again."""
     if replace_all:  # every part=<i>/ goes (an earlier run may have had more views); _night.json and _copies/ stay
         for old in out.glob(f"{PART}=*"):
             shutil.rmtree(old)
-    if not frames:
-        return
+    held = held or {}
+    here_parts = [(step, held[view.name]) for step, view, _ in frames if view.name in held]
+    frames = [f for f in frames if f[1].name not in held]
+    if frames:
+        _write_union(frames, out, here)
+    for step, rows in here_parts:  # after Spark's writer, whose commit replaces only the parts it writes
+        _write_part(out, step.part, rows.rename_columns([step.prefix + c for c in rows.column_names]))
+    if here_parts:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "_SUCCESS").touch()
+
+
+def _write_union(frames: list[tuple[ViewStep, View, DataFrame]], out: Path, here: bool) -> None:
+    """_write_together's frames as one union (its docstring)."""
     spark = frames[0][2].sparkSession
     fields = [(step, df.schema.fields) for step, _, df in frames]
     every = [(step.prefix + f.name, f.dataType.simpleString()) for step, fs in fields for f in fs]
