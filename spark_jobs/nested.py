@@ -31,7 +31,7 @@ from runtime.lake import Lake, LakeState
 from spark_jobs import driver_checks
 from spark_jobs.changes import column, read_table, write_folder
 from spark_jobs.lake_tables import DRIVER_ROWS
-from spark_jobs.session import PLAIN_TYPES, arrow_batches, query
+from spark_jobs.session import arrow_batches, plain, query
 
 
 def copy_columns(view: View) -> list[tuple[str, str]]:
@@ -59,7 +59,7 @@ def _write_here(df: DataFrame, out: Path) -> None:
     """The rows of `df` streamed to this process and written to `out` as Spark's writer leaves a folder (no job of
     Spark's writer: its output commit costs a small copy more than its rows). Spark's writer writes them when a
     column's type is not in session.PLAIN_TYPES, and writes the empty file of df's columns when there are no rows."""
-    batches = list(arrow_batches(df)) if all(isinstance(f.dataType, PLAIN_TYPES) for f in df.schema.fields) else []
+    batches = list(arrow_batches(df)) if plain(df.schema.fields) else []
     if batches:
         write_folder(out, pa.Table.from_batches(batches))
     else:
@@ -138,14 +138,14 @@ def write_update(view: View, rows: pa.Table, sd: pa.Table, out: Path) -> bool:
 
 
 def _updated_here(spark: SparkSession, view: View, rows: Callable[[], pa.Table] | None, sd: DataFrame,
-                  held: pa.Table | None = None) -> tuple[pa.Table, pa.Table] | None:
+                  sd_rows: pa.Table | None = None) -> tuple[pa.Table, pa.Table] | None:
     """update_rows over the copy's rows (read by rows(), once `sd` is known to serve) and `sd` streamed here, or
-    `held`, its rows held here already (at most DRIVER_ROWS of them, each column a type that goes to Arrow and back
+    `sd_rows`, its rows held here already (at most DRIVER_ROWS of them, each column a type that goes to Arrow and back
     to Spark unchanged, session.PLAIN_TYPES); None: Spark makes them."""
-    if rows is None or not all(isinstance(f.dataType, PLAIN_TYPES) for f in sd.schema.fields):
+    if rows is None or not plain(sd.schema.fields):
         return None
-    if held is not None:
-        delta = held
+    if sd_rows is not None:
+        delta = sd_rows
     else:
         batches = list(arrow_batches(sd.limit(DRIVER_ROWS + 1)))
         delta = pa.Table.from_batches(batches) if batches else None

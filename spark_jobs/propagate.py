@@ -40,7 +40,7 @@ from spark_jobs.lake_tables import DRIVER_ROWS
 from spark_jobs.metrics import ReadMeter, count_local
 from spark_jobs.nested import read_copy, small_copy, view_changes, write_update
 from spark_jobs.recompute import column_types, recompute_frame, with_holistic_values
-from spark_jobs.session import PLAIN_TYPES, arrow_batches, query
+from spark_jobs.session import arrow_batches, plain, query
 
 PART = "part"
 # a night of at most this many change rows has its summary-deltas streamed to the command and written there
@@ -676,7 +676,7 @@ def _held(frame: DataFrame) -> pa.Table | None:
     one Spark job (where a checkpoint, then the copy's update streaming them here, then the night's write took
     three), when every column's type goes to Arrow and back to Spark unchanged (session.PLAIN_TYPES); None: Spark
     keeps them (localCheckpoint)."""
-    if not all(isinstance(f.dataType, PLAIN_TYPES) for f in frame.schema.fields):
+    if not plain(frame.schema.fields):
         return None
     return frame.toArrow()
 
@@ -772,7 +772,7 @@ def _write_union(frames: list[tuple[ViewStep, View, DataFrame]], out: Path, here
             for c, t in every]
         parts.append(f"SELECT {', '.join(cols)} FROM {relation}")
     union = query(spark, "\nUNION ALL\n".join(parts), relations)
-    if here and all(isinstance(f.dataType, PLAIN_TYPES) for _, fs in fields for f in fs):
+    if here and plain(f for _, fs in fields for f in fs):
         _write_here(union, out, {step.part: [step.prefix + f.name for f in fs] for step, fs in fields})
     else:
         # each part's last stage writes its own rows (no shuffle of the union into one task per part first)

@@ -13,13 +13,13 @@ import threading
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import pyarrow as pa
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import (BooleanType, ByteType, DateType, DecimalType, DoubleType, FloatType, IntegerType,
-                               LongType, ShortType, StringType)
+                               LongType, ShortType, StringType, StructField)
 
 from runtime.errors import ConfigError
 from runtime.lake import Lake
@@ -286,6 +286,11 @@ def query(spark: SparkSession, text: str, relations: dict[str, DataFrame] | None
 # warehouse and Spark to read back alike (a timestamp's time zone, nested types: Spark's writer)
 PLAIN_TYPES = (BooleanType, ByteType, ShortType, IntegerType, LongType, FloatType, DoubleType, DecimalType, StringType,
                DateType)
+
+
+def plain(fields: Iterable[StructField]) -> bool:
+    """Whether every column of `fields` (a schema's fields) is of a type in PLAIN_TYPES."""
+    return all(isinstance(f.dataType, PLAIN_TYPES) for f in fields)
 
 
 def arrow_batches(df: DataFrame) -> Iterator[pa.RecordBatch]:
