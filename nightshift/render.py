@@ -24,7 +24,7 @@ from lattice.graph import levels, topological_order
 from lattice.ir import Edge, JoinStep, Lattice, LatticeNode, Plan
 from lattice.sql import to_dialect
 from runtime.manifest import RowsRead
-from runtime.night import NightPlan
+from runtime.night import NightPlan, preaggregation
 from runtime.options import Options
 from runtime.serial import to_json as serial_json
 
@@ -78,7 +78,7 @@ def plan_text(plan: Plan, options: Options, night: NightPlan | None = None) -> s
                     what = f"{name.upper()}({p}) of e weighted by m" if p else f"{name.upper()} of e weighted by m"
                 lines.append(f"  {o.name} = {what} -> {o.source}{extra}")
         lines.append(f"  stored: {', '.join(f'{s.column} {s.kind}' for s in v.stored)}")
-        by = emit.preaggregation(v)
+        by = preaggregation(plan, v, night.options if night else options)
         if by:
             lines.append(f"  pre-aggregation (4.1.3): fact changes grouped by {', '.join(by)} before joining "
                          f"{', '.join(v.dimensions)} (when computed from the change set)")

@@ -85,7 +85,8 @@ def _propagate(spark: SparkSession, plan: Plan, lake: Lake, batch: str, state: L
     final: dict[str, DataFrame] = {}
     early = {c.view for c in night.copies if c.level < len(night.levels)}  # a later level reads its change set
     small = _small_night(plan, lake, state, info)
-    held: dict[str, pa.Table] = {}  # an early view's summary-delta held in this process (_held)
+    held: dict[str, pa.Table] = {}  # summary-deltas held in this process (_held), by view
+    points: dict[str, pa.Table] = {}  # the lattice points later levels derive from, held in this process on a small night
     frames = []
     for k in range(len(night.levels)):  # in level order: a nested view's change set needs its inner view's delta
         t_copies = time.perf_counter()
@@ -96,19 +97,30 @@ def _propagate(spark: SparkSession, plan: Plan, lake: Lake, batch: str, state: L
         t_level = time.perf_counter()
         _old_extremes(spark, plan, lake, night, state, k)
         raw.update(along_lattice(spark, plan, night, {n.node for n in night.nodes_of_level(k)}, known=raw))
-        points = [n.node for n in night.nodes_of_level(k) if n.feeds_later_level]
-        for node in points:  # a later level's points derive from it: computed once, not once per reader
-            raw[node] = raw[node].localCheckpoint()
+        feeding = [n.node for n in night.nodes_of_level(k) if n.feeds_later_level]
+        for node in feeding:  # a later level's points derive from it: computed once, not once per reader
+            rows_here = _held(raw[node]) if small else None  # on a small night its rows are held here
+            if rows_here is None:
+                raw[node] = raw[node].localCheckpoint()
+            else:
+                points[node] = rows_here
+                raw[node] = spark.createDataFrame(rows_here)
             raw[node].createOrReplaceTempView(emit.rel("sd", node))
-        if points:  # on a large batch (a first load) the level's longest step
-            progress(f"propagate {batch}: level {k}: {len(points)} summary-delta(s) the later levels derive from "
+        if feeding:  # on a large batch (a first load) the level's longest step
+            progress(f"propagate {batch}: level {k}: {len(feeding)} summary-delta(s) the later levels derive from "
                      f"computed in {time.perf_counter() - t_level:.1f}s")
             t_level = time.perf_counter()
         kept = []
         for step, view in zip(night.views, plan.lake_views):
             if step.level == k:
                 frame = _view_frame(spark, plan, view, step, night.changed, raw, lake, state, rows)
-                if view.name in early:
+                rows_here = _point_rows(view, step, points.get(view.name))
+                if rows_here is not None:  # its summary-delta is its held point's columns: written from here
+                    held[view.name] = rows_here
+                    if view.name in early:
+                        frame = spark.createDataFrame(rows_here)
+                        kept.append(view.name)
+                elif view.name in early:
                     # a later level's copy update needs it before _write_together writes it: computed once,
                     # not twice (its exact MIN/MAX may scan the base), and kept without its lineage, so the
                     # queries over it (the copy's change set, the views of the next level) plan over a
@@ -672,13 +684,31 @@ def _base_counts(spark: SparkSession, state: LakeState, view: View, arg: Argumen
 
 
 def _held(frame: DataFrame) -> pa.Table | None:
-    """The rows of an early view's summary-delta on a small night (_small_night) collected into this process, in
-    one Spark job (where a checkpoint, then the copy's update streaming them here, then the night's write took
-    three), when every column's type goes to Arrow and back to Spark unchanged (session.PLAIN_TYPES); None: Spark
-    keeps them (localCheckpoint)."""
+    """The rows of a lattice point later levels derive from, or of an early view's summary-delta, on a small night
+    (_small_night), collected into this process in one Spark job (where a checkpoint, then the copy's update
+    streaming them here, then the night's write took three), when every column's type goes to Arrow and back to
+    Spark unchanged (session.PLAIN_TYPES); None: Spark keeps them (localCheckpoint)."""
     if not plain(frame.schema.fields):
         return None
     return frame.toArrow()
+
+
+def _point_rows(view: View, step: ViewStep, point: pa.Table | None) -> pa.Table | None:
+    """A view's summary-delta taken from the rows of its own lattice point held in this process (`point`, _held),
+    where _summary_delta would only select its columns from it: kept incrementally, no exact MIN/MAX to make (or
+    one no deletion can lose: `monotone`, whose lost flag is 0), no holistic values. None: Spark computes it."""
+    if point is None or step.mode == "recompute" or view.has_holistic or step.exact_minmax not in ("", "monotone"):
+        return None
+    names = [k.name for k in view.keys] + [s.column for s in view.stored]
+    if len(set(point.column_names)) < point.num_columns or not set(names) <= set(point.column_names):
+        return None
+    if step.exact_minmax == "monotone":
+        lost = pa.array([0] * point.num_rows, pa.int32())
+    elif emit.LOST in point.column_names:
+        lost = point.column(emit.LOST)
+    else:
+        return None
+    return pa.table([*point.select(names).columns, lost], names=[*names, emit.LOST])
 
 
 def _small_night(plan: Plan, lake: Lake, state: LakeState, info: BatchInfo) -> bool:
