@@ -25,10 +25,11 @@ missing is committed.
 from __future__ import annotations
 
 import time
-from collections import Counter
 from typing import Callable
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -45,7 +46,7 @@ from runtime.lake import PART, ROW_BATCH, ROW_ID, Lake, LakeState, parquet_rows
 from runtime.night import BatchInfo
 from runtime.options import DEFAULT_REWRITE_BELOW
 from spark_jobs.changes import column, in_months, load_batch, month_of, months, read_matched, read_table
-from spark_jobs.driver_checks import BatchRows, arrow_type, month, months_of, tuples
+from spark_jobs.driver_checks import BatchRows, arrow_type, month, months_of
 from spark_jobs.lake_tables import (DRIVER_ROWS, POSITION, commit_rows, commit_sql, delete_positions, delta_path,
                                     latest_version, live_bytes, table_schema, write, written_whole)
 from spark_jobs.nested import copy_columns, next_copy, next_copy_rows, read_copy
@@ -225,22 +226,44 @@ def _identified(ins: pa.Table, txn: int, by: str | None, schema: pa.Schema) -> p
 
 
 def _chosen_rows(base: pa.Table, dels: pa.Table, table: Table, order: list[str]) -> pa.Table | None:
-    """_chosen in Arrow: for a row image deleted n times, the first n rows of `base` equal to it (Spark's <=>), in
-    `order` (the rows' identities, or their places). None when some image has fewer equal rows than that (the
-    table changed since its check: Spark chooses among the base's rows)."""
+    """_chosen in Arrow: for a row image deleted n times, the first n rows of `base` equal to it (Spark's <=>: NULL
+    equals NULL, NaN equals NaN, -0.0 equals 0.0), in `order` (the rows' identities, or their places). The base's
+    and the deleted rows are sorted together by image, then the base's before the deleted, then by `order`: each
+    image's rows are one run, and its first n base rows are the ones taken. None when some image has fewer equal
+    rows than that (the table changed since its check), or a column Arrow does not sort: Spark chooses among the
+    base's rows."""
     cols = list(table.column_names)
-    wanted = Counter(tuples(dels, cols))
-    equal: dict[tuple, list] = {}
-    for i, (k, rank) in enumerate(zip(tuples(base, cols), zip(*[base.column(c).to_pylist() for c in order]))):
-        if k in wanted:
-            equal.setdefault(k, []).append((rank, i))
-    taken: list[int] = []
-    for image, n in wanted.items():
-        rows = sorted(equal.get(image, []))
-        if len(rows) < n:
-            return None
-        taken.extend(i for _, i in rows[:n])
-    return base.take(pa.array(sorted(taken), pa.int64()))
+    try:
+        both = pa.concat_tables([base.select(cols), dels.select(cols).cast(base.select(cols).schema)])
+        images = [pc.add(c, pa.scalar(0.0, c.type)) if pa.types.is_floating(c.type) else c  # -0.0 as 0.0
+                  for c in both.columns]
+        tag = np.repeat(np.array([0, 1], np.int8), [base.num_rows, dels.num_rows])
+        ranks = [pa.concat_arrays([base.column(o).combine_chunks(), pa.nulls(dels.num_rows, base.column(o).type)])
+                 for o in order]
+        names = [f"c{i}" for i in range(len(cols))] + ["tag"] + [f"o{i}" for i in range(len(order))]
+        keyed = pa.table([*images, tag, *ranks], names=names)
+        at = pc.sort_indices(keyed, sort_keys=[(n, "ascending") for n in names]).to_numpy()
+        n = len(at)
+        same = np.ones(max(n - 1, 0), dtype=bool)  # row i + 1 holds the image row i holds
+        for c in images:
+            c = c.take(at)
+            x, y = c.slice(1), c.slice(0, n - 1)
+            equal = pc.or_kleene(pc.fill_null(pc.equal(x, y), False), pc.and_(pc.is_null(x), pc.is_null(y)))
+            if pa.types.is_floating(c.type):
+                equal = pc.or_(equal, pc.fill_null(pc.and_(pc.is_nan(x), pc.is_nan(y)), False))
+            same &= equal.to_numpy(zero_copy_only=False)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return None
+    first = np.concatenate([[True], ~same]) if n else np.zeros(0, dtype=bool)
+    run = np.cumsum(first) - 1
+    starts = np.flatnonzero(first)
+    tags = tag[at]
+    deleted = np.bincount(run, weights=tags, minlength=len(starts)).astype(np.int64)
+    held = np.bincount(run, minlength=len(starts)) - deleted
+    if (held < deleted).any():
+        return None
+    taken = at[(tags == 0) & (np.arange(n) - starts[run] < deleted[run])]
+    return base.take(pa.array(np.sort(taken), pa.int64()))
 
 
 def _without_chosen(old: pa.Table, dels: pa.Table, table: Table, order: list[str]) -> pa.Table | None:

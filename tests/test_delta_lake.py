@@ -455,3 +455,39 @@ def test_a_nights_commit_is_known_by_its_table_batch_and_step_wherever_the_lake_
     assert not delta.committed(table, lake.commit_mark("items", 3), None)
     assert not delta.committed(table, lake.commit_mark("pos", 3, "append"), None)
     assert "elsewhere" not in lake.commit_mark("pos", 3) and str(tmp_path) not in lake.commit_mark("pos", 3)
+
+
+def test_the_rows_a_delete_takes_chosen_in_arrow_are_the_ones_sparks_window_chooses(spark):
+    """For a row image deleted n times, apply-base takes the first n equal base rows by place (Spark's <=>: NULL
+    equals NULL, NaN equals NaN, -0.0 equals 0.0): the command's choice (sorting the base's and the deleted rows
+    together) equals Spark's row_number window over the same rows, and an image deleted more often than the base
+    holds it leaves the choice to Spark."""
+    import random
+
+    from lattice.ir import Column, Table
+    from lattice.emit import rel
+    from spark_jobs.lake_tables import POSITION
+
+    table = Table("f", (Column("a", "INTEGER"), Column("s", "VARCHAR"), Column("x", "DOUBLE"),
+                        Column("d", "DECIMAL(10,2)")))
+    rng = random.Random(7)
+    values = {"a": [None, 1, 2], "s": [None, "p", "q"], "x": [None, 0.0, -0.0, float("nan"), 1.5],
+              "d": [None, Decimal("1.00"), Decimal("2.50")]}
+    rows = [{c: rng.choice(v) for c, v in values.items()} for _ in range(400)]
+    places = list(range(400))
+    rng.shuffle(places)
+    schema = pa.schema([("a", pa.int32()), ("s", pa.string()), ("x", pa.float64()), ("d", pa.decimal128(10, 2)),
+                        (POSITION[0], pa.string()), (POSITION[1], pa.int64())])
+    base = pa.Table.from_pylist([{**r, POSITION[0]: f"part-{p % 3}", POSITION[1]: p} for r, p in zip(rows, places)],
+                                schema=schema)
+    dels = pa.Table.from_pylist(rng.sample(rows, 120), schema=pa.schema(list(schema)[:4]))
+    chosen = apply_base_step._chosen_rows(base, dels, table, list(POSITION))
+    spark.createDataFrame(dels).createOrReplaceTempView(rel("del", "f"))
+    expected = apply_base_step._chosen(spark, table, spark.createDataFrame(base), None).collect()
+    assert chosen is not None and chosen.num_rows == 120
+    assert sorted(zip(*[chosen.column(c).to_pylist() for c in POSITION])) == sorted(tuple(r) for r in expected)
+    # an image deleted more often than the base holds it
+    once = pa.Table.from_pylist([{**rows[0], POSITION[0]: "part-0", POSITION[1]: 0}], schema=schema)
+    twice = pa.Table.from_pylist([rows[0], rows[0]], schema=pa.schema(list(schema)[:4]))
+    assert apply_base_step._chosen_rows(once, twice, table, list(POSITION)) is None
+    assert apply_base_step._chosen_rows(once, twice.slice(0, 1), table, list(POSITION)).num_rows == 1
