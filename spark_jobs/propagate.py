@@ -113,7 +113,8 @@ def _propagate(spark: SparkSession, plan: Plan, lake: Lake, batch: str, state: L
         kept = []
         for step, view in zip(night.views, plan.lake_views):
             if step.level == k:
-                frame = _view_frame(spark, plan, view, step, night.changed, raw, lake, state, rows)
+                frame = _view_frame(spark, plan, view, step, night.changed, raw, lake, state, rows,
+                                    hold=small and view.name not in points)
                 rows_here = _point_rows(view, step, points.get(view.name))
                 if rows_here is not None:  # its summary-delta is its held point's columns: written from here
                     held[view.name] = rows_here
@@ -399,22 +400,31 @@ def along_lattice(spark: SparkSession, plan: Plan, night: NightPlan, compute: se
 
 
 def _view_frame(spark: SparkSession, plan: Plan, view: View, step: ViewStep, changed: frozenset[str],
-                raw: dict[str, DataFrame], lake: Lake, state: LakeState, rows: driver_checks.BatchRows) -> DataFrame:
+                raw: dict[str, DataFrame], lake: Lake, state: LakeState, rows: driver_checks.BatchRows,
+                hold: bool = False) -> DataFrame:
     """What tonight writes for a view: its summary-delta, or (recompute) its whole contents. lake, state: where
-    the base's rows before the batch are (its exact MIN/MAX may read them); rows: the batch's, where small."""
+    the base's rows before the batch are (its exact MIN/MAX may read them); rows: the batch's, where small. hold:
+    a small night's (_summary_delta)."""
     if step.mode == "recompute":
         return recompute_frame(spark, plan, view)
-    return _summary_delta(spark, plan, view, step, changed, raw[view.name], lake, state, rows)
+    return _summary_delta(spark, plan, view, step, changed, raw[view.name], lake, state, rows, hold)
 
 
 def _summary_delta(spark: SparkSession, plan: Plan, view: View, step: ViewStep, changed: frozenset[str],
-                   sd: DataFrame, lake: Lake, state: LakeState, rows: driver_checks.BatchRows) -> DataFrame:
+                   sd: DataFrame, lake: Lake, state: LakeState, rows: driver_checks.BatchRows,
+                   hold: bool = False) -> DataFrame:
     """The summary-delta of one view (Section 4.1; MIN/MAX of groups that lost rows made exact from
     the base, since a parent summary-delta does not know the groups it did not touch), with exactly
-    the summary table's columns (a lattice-friendly point drops its hidden attributes here)."""
+    the summary table's columns (a lattice-friendly point drops its hidden attributes here). hold: on a small
+    night the view's lattice point, which the lost groups and the exact MIN/MAX both read, is held in this
+    process first (_held), not computed by each of them."""
     if step.exact_minmax == "monotone":  # no extreme went that an inserted one does not re-establish (runtime.night)
         sd = sd.withColumn(emit.LOST, F.lit(0).cast("int"))
     elif step.exact_minmax:
+        point = _held(sd) if hold else None
+        if point is not None:
+            sd = spark.createDataFrame(point)
+            sd.createOrReplaceTempView(emit.rel("sd", view.name))
         # lost groups and their exact extremes are few next to the base: broadcast them
         old = emit.rel("copy", view.name) if step.exact_minmax == "extreme_deleted" else None
         lost = query(spark, to_dialect(emit.lost_groups(view, step.exact_minmax != "lost", old), "spark"))
