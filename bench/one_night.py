@@ -15,7 +15,10 @@ Spark; the first run warms Spark and is not reported (bench.no_scans's nights ru
 process). --duckdb: DuckDB's recompute of every view, timed in every timed run on the state its night starts from
 (the night's own commits would leave deletion vectors that slow DuckDB's read of the next state), then the median
 and each run's whole night against it; --progress: the timed runs' progress lines. Prints one line per run and
-the machine's load at the start: run it on an idle machine, the two codes in turns (PYTHONPATH=<other checkout>).
+the machine's load at the start: run it on an idle machine, the two codes in turns, the other code from its own
+checkout's folder (`cd <other checkout> && PYTHONPATH=$PWD /work/main/.venv/bin/python -m bench.one_night ...`):
+`python -m` puts the folder it runs in first on Python's path, ahead of PYTHONPATH, so run from this repository's
+root it would load this repository's code whatever PYTHONPATH names (it refuses to: the code it runs is printed).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import statistics
 import subprocess
 from pathlib import Path
 
+import spark_jobs
 from bench.measure import duckdb_recompute
 from bench.no_scans import project, recent
 from nightshift.config import load_project
@@ -34,6 +38,7 @@ from nightshift.cycle import Cycle
 from nightshift.example import RetailGenerator, batch_id, write_batch
 
 NIGHTS = ("update", "insertion")
+CODE = Path(spark_jobs.__file__).resolve().parent.parent  # the checkout whose nightshift this process runs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,6 +54,10 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--duckdb", action="store_true", help="also time DuckDB's recompute of every view")
     t.add_argument("--progress", action="store_true", help="print the timed runs' progress lines")
     args = p.parse_args(argv)
+    named = os.environ.get("PYTHONPATH", "").split(os.pathsep)[0]
+    if named and Path(named).resolve() != CODE:
+        p.error(f"PYTHONPATH names {named}, but Python loads nightshift from {CODE} (python -m puts the folder it runs "
+                f"in first): run it from {named}'s own folder")
     return save(Path(args.project), args.pos) if args.command == "save" else \
         time_night(Path(args.project), args.night, args.runs, args.duckdb, args.progress)
 
@@ -76,7 +85,7 @@ def save(root: Path, rows: int) -> int:
 def time_night(saved: Path, night: str, runs: int, duckdb: bool, progress: bool = False) -> int:
     batches = dict(line.split() for line in (saved / "nights.txt").read_text().splitlines())
     before = [batches["update"]] if night == "insertion" else []
-    print(f"load average at the start: {os.getloadavg()[0]:.2f}; code: {Path(__file__).resolve().parent.parent}")
+    print(f"load average at the start: {os.getloadavg()[0]:.2f}; code: {CODE}")
     copy = saved.with_name(saved.name + "-run")
     nights, recomputes = [], []
     for i in range(runs + 1):
