@@ -99,12 +99,9 @@ def _propagate(spark: SparkSession, plan: Plan, lake: Lake, batch: str, state: L
         raw.update(along_lattice(spark, plan, night, {n.node for n in night.nodes_of_level(k)}, known=raw))
         feeding = [n.node for n in night.nodes_of_level(k) if n.feeds_later_level]
         for node in feeding:  # a later level's points derive from it: computed once, not once per reader
-            rows_here = _held(raw[node]) if small else None  # on a small night its rows are held here
-            if rows_here is None:
-                raw[node] = raw[node].localCheckpoint()
-            else:
+            raw[node], rows_here = _kept(raw[node], small)
+            if rows_here is not None:
                 points[node] = rows_here
-                raw[node] = spark.createDataFrame(rows_here)
             raw[node].createOrReplaceTempView(emit.rel("sd", node))
         if feeding:  # on a large batch (a first load) the level's longest step
             progress(f"propagate {batch}: level {k}: {len(feeding)} summary-delta(s) the later levels derive from "
@@ -128,12 +125,9 @@ def _propagate(spark: SparkSession, plan: Plan, lake: Lake, batch: str, state: L
                     # small plan instead of the whole lattice again. On a small night its rows are held here:
                     # the copy's update and the night's write take them from here, Spark's queries from a
                     # relation of them
-                    rows_here = _held(frame) if small else None
-                    if rows_here is None:
-                        frame = frame.localCheckpoint()
-                    else:
+                    frame, rows_here = _kept(frame, small)
+                    if rows_here is not None:
                         held[view.name] = rows_here
-                        frame = spark.createDataFrame(rows_here)
                     kept.append(view.name)
                 frames.append((step, view, frame))
                 final[view.name] = frame
@@ -404,7 +398,7 @@ def _view_frame(spark: SparkSession, plan: Plan, view: View, step: ViewStep, cha
                 hold: bool = False) -> DataFrame:
     """What tonight writes for a view: its summary-delta, or (recompute) its whole contents. lake, state: where
     the base's rows before the batch are (its exact MIN/MAX may read them); rows: the batch's, where small. hold:
-    a small night's (_summary_delta)."""
+    hold the view's lattice point in this process before its exact MIN/MAX (_summary_delta), on a small night."""
     if step.mode == "recompute":
         return recompute_frame(spark, plan, view)
     return _summary_delta(spark, plan, view, step, changed, raw[view.name], lake, state, rows, hold)
@@ -701,6 +695,16 @@ def _held(frame: DataFrame) -> pa.Table | None:
     if not plain(frame.schema.fields):
         return None
     return frame.toArrow()
+
+
+def _kept(frame: DataFrame, small: bool) -> tuple[DataFrame, pa.Table | None]:
+    """`frame` computed once for the queries that read it next: on a small night its rows held in this process
+    (_held) and the frame a relation of them, else (or for a type _held leaves to Spark) checkpointed by Spark. Returns
+    the frame to read and the rows held (None: Spark keeps them)."""
+    rows = _held(frame) if small else None
+    if rows is None:
+        return frame.localCheckpoint(), None
+    return frame.sparkSession.createDataFrame(rows), rows
 
 
 def _point_rows(view: View, step: ViewStep, point: pa.Table | None) -> pa.Table | None:
